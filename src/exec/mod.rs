@@ -1,0 +1,10 @@
+//! DataFusion ExecutionPlans over `.tet` chunks and their kernels.
+//!
+//! Owns: turning chunk tasks into Arrow batches ([`TetScanExec`]) and the metrics they
+//! report. Must not decide which chunks to read (that is `plan` and `sql`).
+
+mod cells;
+mod scan;
+
+pub use cells::{axis_positions, for_each_selected_run, value_array};
+pub use scan::{ScanSummary, TetScanExec};

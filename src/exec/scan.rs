@@ -1,0 +1,372 @@
+//! [`TetScanExec`]: emits the selected cells of a dataset as Arrow batches.
+//!
+//! Each output partition walks its own list of chunk tasks (chunk-aligned, balanced by
+//! bytes at plan time). Per chunk: the stored span is taken from the source (a zero-copy
+//! slice of the mmap for local files), zstd chunks are decoded, the selected sub-box
+//! becomes the value column (the whole tile is shared with Arrow when fully selected and
+//! raw), and axis columns are computed from positions. Batches hold at most `batch_size`
+//! rows; a pushed limit stops each partition early. When `v` is not projected no payload
+//! is touched.
+
+use super::cells::{axis_positions, value_array};
+use crate::format::codec;
+use crate::io::TetSource;
+use crate::plan::ChunkTask;
+use crate::sql::axes::Axis;
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::buffer::Buffer;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::error::DataFusionError;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// What the planner decided, kept for display and statistics.
+#[derive(Debug, Clone)]
+pub struct ScanSummary {
+    /// Chunks in the dataset.
+    pub chunks_total: u64,
+    /// Chunks left after zone-map pruning.
+    pub chunks_selected: u64,
+    /// Chunks skipped because their zone maps rule out every pushed value predicate.
+    pub chunks_pruned_by_zone: u64,
+    /// Per-axis selection, e.g. `time: 1/100`.
+    pub selection: Vec<String>,
+    /// Statistics reported to DataFusion.
+    pub statistics: Statistics,
+}
+
+/// Scans the selected cells of one dataset.
+#[derive(Debug)]
+pub struct TetScanExec {
+    source: Arc<TetSource>,
+    dataset: usize,
+    axes: Arc<Vec<Axis>>,
+    /// Indices into the table schema (axes then `v`).
+    projection: Vec<usize>,
+    schema: SchemaRef,
+    partitions: Arc<Vec<Vec<ChunkTask>>>,
+    limit: Option<usize>,
+    summary: Arc<ScanSummary>,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl TetScanExec {
+    /// Build a scan. `projection` indexes the table schema (axes, then `v`); `schema` is
+    /// the projected schema.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        source: Arc<TetSource>,
+        dataset: usize,
+        axes: Arc<Vec<Axis>>,
+        projection: Vec<usize>,
+        schema: SchemaRef,
+        partitions: Vec<Vec<ChunkTask>>,
+        limit: Option<usize>,
+        summary: ScanSummary,
+    ) -> Self {
+        let n = partitions.len().max(1);
+        let cache = PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(n),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        TetScanExec {
+            source,
+            dataset,
+            axes,
+            projection,
+            schema,
+            partitions: Arc::new(partitions),
+            limit,
+            summary: Arc::new(summary),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache: Arc::new(cache),
+        }
+    }
+
+    /// The planner's summary.
+    pub fn summary(&self) -> &ScanSummary {
+        &self.summary
+    }
+
+    /// Chunk tasks per output partition.
+    pub fn partitions(&self) -> &[Vec<ChunkTask>] {
+        &self.partitions
+    }
+
+    /// The file scanned.
+    pub fn source(&self) -> &Arc<TetSource> {
+        &self.source
+    }
+
+    /// The dataset (directory position).
+    pub fn dataset(&self) -> usize {
+        self.dataset
+    }
+
+    fn describe(&self) -> String {
+        let ds = &self.source.catalog.datasets[self.dataset];
+        let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let mut s = format!(
+            "file={}, dataset={}, projection=[{}], chunks={}/{}",
+            self.source.location,
+            ds.name(),
+            cols.join(", "),
+            self.summary.chunks_selected,
+            self.summary.chunks_total
+        );
+        if !self.summary.selection.is_empty() {
+            s.push_str(&format!(", selection=[{}]", self.summary.selection.join(", ")));
+        }
+        if self.summary.chunks_pruned_by_zone > 0 {
+            s.push_str(&format!(", pruned_by_zone={}", self.summary.chunks_pruned_by_zone));
+        }
+        if let Some(l) = self.limit {
+            s.push_str(&format!(", limit={l}"));
+        }
+        s
+    }
+}
+
+impl DisplayAs for TetScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(f, "TetScanExec: {}", self.describe()),
+            DisplayFormatType::TreeRender => {
+                let ds = &self.source.catalog.datasets[self.dataset];
+                writeln!(f, "file={}", self.source.location)?;
+                writeln!(f, "dataset={}", ds.name())?;
+                writeln!(
+                    f,
+                    "chunks={}/{}",
+                    self.summary.chunks_selected, self.summary.chunks_total
+                )?;
+                for s in &self.summary.selection {
+                    writeln!(f, "{s}")?;
+                }
+                if let Some(l) = self.limit {
+                    writeln!(f, "limit={l}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for TetScanExec {
+    fn name(&self) -> &str {
+        "TetScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !children.is_empty() {
+            return internal_err!("TetScanExec has no children");
+        }
+        Ok(self)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let tasks = match self.partitions.get(partition) {
+            Some(t) => t.clone(),
+            None if partition == 0 => vec![],
+            None => return internal_err!("TetScanExec: no partition {partition}"),
+        };
+        let m = &self.metrics;
+        let metrics = ScanMetrics {
+            chunks_read: MetricBuilder::new(m).counter("chunks_read", partition),
+            bytes_read: MetricBuilder::new(m).counter("bytes_read", partition),
+            rows_emitted: MetricBuilder::new(m).counter("rows_emitted", partition),
+            decode_time: MetricBuilder::new(m).subset_time("decode_time", partition),
+        };
+        // Plan-level figures, once (EXPLAIN ANALYZE sums partitions).
+        let total = MetricBuilder::new(m).counter("chunks_total", partition);
+        let pruned = MetricBuilder::new(m).counter("chunks_pruned_by_zone", partition);
+        if partition == 0 {
+            total.add(self.summary.chunks_total as usize);
+            pruned.add(self.summary.chunks_pruned_by_zone as usize);
+        }
+        let reader = PartitionReader {
+            source: self.source.clone(),
+            dataset: self.dataset,
+            axes: self.axes.clone(),
+            projection: self.projection.clone(),
+            schema: self.schema.clone(),
+            tasks,
+            next: 0,
+            batch_size: context.session_config().batch_size().max(1),
+            remaining: self.limit.unwrap_or(usize::MAX),
+            pending: std::collections::VecDeque::new(),
+            metrics,
+            failed: false,
+        };
+        let stream = futures::stream::iter(reader);
+        let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
+        Ok(Box::pin(datafusion::physical_plan::coop::cooperative(adapter)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(&self, _input: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {
+        if args.partition().is_some() {
+            return Ok(Arc::new(Statistics::new_unknown(&self.schema)));
+        }
+        let mut s = self.summary.statistics.clone();
+        if self.limit.is_some() {
+            s = s.to_inexact();
+        }
+        Ok(Arc::new(s))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.limit
+    }
+}
+
+struct ScanMetrics {
+    chunks_read: Count,
+    bytes_read: Count,
+    rows_emitted: Count,
+    decode_time: Time,
+}
+
+/// The state of one partition: an iterator of batches.
+struct PartitionReader {
+    source: Arc<TetSource>,
+    dataset: usize,
+    axes: Arc<Vec<Axis>>,
+    projection: Vec<usize>,
+    schema: SchemaRef,
+    tasks: Vec<ChunkTask>,
+    next: usize,
+    batch_size: usize,
+    remaining: usize,
+    pending: std::collections::VecDeque<RecordBatch>,
+    metrics: ScanMetrics,
+    failed: bool,
+}
+
+impl Iterator for PartitionReader {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed || self.remaining == 0 {
+                return None;
+            }
+            if let Some(b) = self.pending.pop_front() {
+                let b = if b.num_rows() > self.remaining {
+                    b.slice(0, self.remaining)
+                } else {
+                    b
+                };
+                self.remaining -= b.num_rows();
+                self.metrics.rows_emitted.add(b.num_rows());
+                return Some(Ok(b));
+            }
+            let task = self.tasks.get(self.next)?.clone();
+            self.next += 1;
+            if let Err(e) = self.read_chunk(&task) {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}
+
+impl PartitionReader {
+    fn read_chunk(&mut self, task: &ChunkTask) -> Result<()> {
+        let file = &self.source.catalog;
+        let ds = &file.datasets[self.dataset];
+        let n = ds.ndim();
+        // Only as many cells as the limit still needs are materialised.
+        let rows = (task.cells as usize).min(self.remaining);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.projection.len());
+        let tile_start = task.tile_start(&ds.record.chunk_shape);
+        for &c in &self.projection {
+            if c < n {
+                let pos = axis_positions(task, &tile_start, c);
+                columns.push(self.axes[c].take(&pos[..rows])?);
+            } else {
+                let (row, entry) = file.chunk(ds, task.linear);
+                let stored = self
+                    .source
+                    .span(entry.payload_offset, entry.stored_byte_len)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                self.metrics.chunks_read.add(1);
+                self.metrics.bytes_read.add(entry.stored_byte_len as usize);
+                let _timer = self.metrics.decode_time.timer();
+                let tile = match entry.codec {
+                    crate::format::Codec::Raw => Buffer::from(stored),
+                    crate::format::Codec::Zstd => {
+                        let mut out = Vec::new();
+                        codec::precheck(row, entry, &stored)
+                            .and_then(|_| {
+                                out.resize(entry.raw_byte_len as usize, 0);
+                                codec::decode_into(row, entry, &stored, &mut out)
+                            })
+                            .map_err(|e| DataFusionError::External(Box::new(e.in_file(&self.source.location))))?;
+                        Buffer::from_vec(out)
+                    }
+                };
+                let fill = ds.fill_value_le();
+                let v = value_array(ds.dtype(), tile, task, fill.as_deref());
+                columns.push(v.slice(0, rows));
+            }
+        }
+        let mut offset = 0;
+        while offset < rows {
+            let len = self.batch_size.min(rows - offset);
+            let cols = columns.iter().map(|c| c.slice(offset, len)).collect();
+            let batch = RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                cols,
+                &RecordBatchOptions::new().with_row_count(Some(len)),
+            )?;
+            self.pending.push_back(batch);
+            offset += len;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! Element types (dataset record `dtype` tags 1–10) and little-endian element access.
+
+use super::error::{FormatError, Result};
+use half::f16;
+
+/// The element type of a dataset, as tagged in its directory record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    I32,
+    I64,
+    U8,
+    U16,
+    I16,
+    U32,
+    F16,
+    U64,
+}
+
+impl DType {
+    /// Every dtype, in tag order.
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::F16,
+        DType::U64,
+    ];
+
+    /// Decode a wire tag.
+    pub fn from_tag(tag: u32) -> Option<DType> {
+        DType::ALL.get((tag as usize).wrapping_sub(1)).copied()
+    }
+
+    /// The wire tag (1–10).
+    pub fn tag(self) -> u32 {
+        DType::ALL.iter().position(|d| *d == self).unwrap_or(0) as u32 + 1
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::U16 | DType::I16 | DType::F16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Lower-case name as used by upstream tools (`f32`, `u16`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::I16 => "i16",
+            DType::U32 => "u32",
+            DType::F16 => "f16",
+            DType::U64 => "u64",
+        }
+    }
+
+    /// True for f16, f32 and f64.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::F32 | DType::F64)
+    }
+
+    /// Decode one element (exactly `size()` bytes) to a [`Scalar`].
+    pub fn decode(self, b: &[u8]) -> Result<Scalar> {
+        if b.len() != self.size() {
+            return Err(FormatError::invalid(
+                "element",
+                "byte length",
+                format!("is {} for dtype {} (expected {})", b.len(), self.name(), self.size()),
+            ));
+        }
+        let a8 = |b: &[u8]| -> [u8; 8] { b.try_into().unwrap_or([0; 8]) };
+        let a4 = |b: &[u8]| -> [u8; 4] { b.try_into().unwrap_or([0; 4]) };
+        let a2 = |b: &[u8]| -> [u8; 2] { b.try_into().unwrap_or([0; 2]) };
+        Ok(match self {
+            DType::F32 => Scalar::F64(f32::from_le_bytes(a4(b)) as f64),
+            DType::F64 => Scalar::F64(f64::from_le_bytes(a8(b))),
+            DType::F16 => Scalar::F64(f16::from_le_bytes(a2(b)).to_f64()),
+            DType::I32 => Scalar::I64(i32::from_le_bytes(a4(b)) as i64),
+            DType::I64 => Scalar::I64(i64::from_le_bytes(a8(b))),
+            DType::I16 => Scalar::I64(i16::from_le_bytes(a2(b)) as i64),
+            DType::U8 => Scalar::U64(b[0] as u64),
+            DType::U16 => Scalar::U64(u16::from_le_bytes(a2(b)) as u64),
+            DType::U32 => Scalar::U64(u32::from_le_bytes(a4(b)) as u64),
+            DType::U64 => Scalar::U64(u64::from_le_bytes(a8(b))),
+        })
+    }
+
+    /// Element `i` of a little-endian buffer of this dtype; `None` when out of range.
+    pub fn element(self, buf: &[u8], i: usize) -> Option<Scalar> {
+        let s = self.size();
+        let start = i.checked_mul(s)?;
+        let bytes = buf.get(start..start.checked_add(s)?)?;
+        self.decode(bytes).ok()
+    }
+
+    /// Parse a textual value (e.g. a `_FillValue` attribute) into this dtype's LE bytes.
+    pub fn parse_le(self, text: &str) -> Option<Vec<u8>> {
+        let t = text.trim();
+        Some(match self {
+            DType::F32 => t.parse::<f32>().ok()?.to_le_bytes().to_vec(),
+            DType::F64 => t.parse::<f64>().ok()?.to_le_bytes().to_vec(),
+            DType::F16 => f16::from_f32(t.parse::<f32>().ok()?).to_le_bytes().to_vec(),
+            DType::I32 => t.parse::<i32>().ok()?.to_le_bytes().to_vec(),
+            DType::I64 => t.parse::<i64>().ok()?.to_le_bytes().to_vec(),
+            DType::I16 => t.parse::<i16>().ok()?.to_le_bytes().to_vec(),
+            DType::U8 => t.parse::<u8>().ok()?.to_le_bytes().to_vec(),
+            DType::U16 => t.parse::<u16>().ok()?.to_le_bytes().to_vec(),
+            DType::U32 => t.parse::<u32>().ok()?.to_le_bytes().to_vec(),
+            DType::U64 => t.parse::<u64>().ok()?.to_le_bytes().to_vec(),
+        })
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One decoded element, widened without loss: floats to f64, signed to i64, unsigned to u64.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    F64(f64),
+    I64(i64),
+    U64(u64),
+}
+
+impl Scalar {
+    /// The value as f64 (lossy for integers above 2^53).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::F64(v) => v,
+            Scalar::I64(v) => v as f64,
+            Scalar::U64(v) => v as f64,
+        }
+    }
+}
+
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::F64(v) => write!(f, "{v}"),
+            Scalar::I64(v) => write!(f, "{v}"),
+            Scalar::U64(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_reject_unknown() {
+        for (i, d) in DType::ALL.iter().enumerate() {
+            assert_eq!(d.tag(), i as u32 + 1);
+            assert_eq!(DType::from_tag(d.tag()), Some(*d));
+        }
+        assert_eq!(DType::from_tag(0), None);
+        assert_eq!(DType::from_tag(11), None);
+        assert_eq!(DType::from_tag(u32::MAX), None);
+    }
+
+    #[test]
+    fn decode_each_dtype() {
+        assert_eq!(
+            DType::F16.decode(&f16::from_f32(1.5).to_le_bytes()).unwrap(),
+            Scalar::F64(1.5)
+        );
+        assert_eq!(DType::I16.decode(&(-3i16).to_le_bytes()).unwrap(), Scalar::I64(-3));
+        assert_eq!(
+            DType::U64.decode(&u64::MAX.to_le_bytes()).unwrap(),
+            Scalar::U64(u64::MAX)
+        );
+        assert!(DType::F32.decode(&[0, 0]).is_err());
+        assert_eq!(DType::U8.element(&[1, 2, 3], 2), Some(Scalar::U64(3)));
+        assert_eq!(DType::U8.element(&[1, 2, 3], 3), None);
+    }
+}

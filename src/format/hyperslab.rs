@@ -1,0 +1,73 @@
+//! Row-major box geometry: walking the contiguous innermost runs of a sub-box.
+
+/// Row-major element strides of `shape`.
+pub fn strides(shape: &[u64]) -> Vec<u64> {
+    let mut s = vec![1u64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+/// Call `f(outer_offset, inner_offset, run_len)` for every contiguous run along the last
+/// axis of the box `start .. start + extent` of a row-major array of `outer` shape.
+/// `outer_offset` is the element offset of the run in the array; `inner_offset` its offset
+/// in the box packed row-major. Runs come in row-major order. Empty boxes make no calls.
+pub fn for_each_run(outer: &[u64], start: &[u64], extent: &[u64], mut f: impl FnMut(u64, u64, u64)) {
+    let n = outer.len();
+    if n == 0 || extent.iter().any(|&e| e == 0) {
+        return;
+    }
+    let st = strides(outer);
+    let run = extent[n - 1];
+    let mut idx = vec![0u64; n - 1];
+    let mut inner = 0u64;
+    loop {
+        let mut off = start[n - 1];
+        for d in 0..n - 1 {
+            off += (start[d] + idx[d]) * st[d];
+        }
+        f(off, inner, run);
+        inner += run;
+        // Advance the odometer over the outer axes.
+        let mut d = n - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < extent[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_the_box_in_row_major_order() {
+        let shape = [3u64, 4, 5];
+        let mut seen = Vec::new();
+        for_each_run(&shape, &[1, 2, 1], &[2, 2, 3], |o, i, n| seen.push((o, i, n)));
+        // Brute force: enumerate cells of the box.
+        let mut cells = Vec::new();
+        for a in 1..3 {
+            for b in 2..4 {
+                for c in 1..4 {
+                    cells.push(a * 20 + b * 5 + c);
+                }
+            }
+        }
+        let flat: Vec<u64> = seen.iter().flat_map(|&(o, _, n)| o..o + n).collect();
+        assert_eq!(flat, cells);
+        assert_eq!(seen.iter().map(|s| s.1).collect::<Vec<_>>(), vec![0, 3, 6, 9]);
+        let mut none = 0;
+        for_each_run(&shape, &[0, 0, 0], &[1, 0, 1], |_, _, _| none += 1);
+        assert_eq!(none, 0);
+    }
+}

@@ -1,0 +1,103 @@
+//! Convenience reads of whole chunks and dense boxes (used by tools, tests and the fuzzer;
+//! query execution walks chunks itself).
+
+use super::bytes::{ReadAt, read_region};
+use super::codec;
+use super::error::{FormatError, Result};
+use super::file::{Dataset, TetFile};
+use super::hyperslab::for_each_run;
+
+impl TetFile {
+    /// Decode chunk `linear` (row-major chunk order) of `ds` into a fresh buffer.
+    pub fn read_chunk<R: ReadAt + ?Sized>(&self, src: &R, ds: &Dataset, linear: u64) -> Result<Vec<u8>> {
+        let (row, e) = self.chunk(ds, linear);
+        let stored = read_region(src, "chunk payload", e.payload_offset, e.stored_byte_len)?;
+        codec::precheck(row, e, &stored)?;
+        let mut out = vec![0u8; e.raw_byte_len as usize];
+        codec::decode_into(row, e, &stored, &mut out)?;
+        Ok(out)
+    }
+
+    /// Read the box `start .. start + extent` of `ds` as a dense row-major buffer.
+    /// Refuses boxes larger than `max_bytes`.
+    pub fn read_box<R: ReadAt + ?Sized>(
+        &self,
+        src: &R,
+        ds: &Dataset,
+        start: &[u64],
+        extent: &[u64],
+        max_bytes: u64,
+    ) -> Result<Vec<u8>> {
+        let rec = &ds.record;
+        let n = rec.ndim();
+        if start.len() != n || extent.len() != n {
+            return Err(FormatError::invalid("read", "box", format!("rank differs from {n}")));
+        }
+        for d in 0..n {
+            if start[d].checked_add(extent[d]).is_none_or(|e| e > rec.shape[d]) {
+                return Err(FormatError::invalid(
+                    "read",
+                    "box",
+                    format!("axis {d} exceeds extent {}", rec.shape[d]),
+                ));
+            }
+        }
+        let size = rec.dtype.size() as u64;
+        let bytes = extent
+            .iter()
+            .try_fold(size, |a, &e| a.checked_mul(e))
+            .filter(|&b| b <= max_bytes)
+            .ok_or_else(|| FormatError::invalid("read", "box", format!("exceeds the {max_bytes}-byte limit")))?;
+        let mut out = vec![0u8; bytes as usize];
+        if bytes == 0 {
+            return Ok(out);
+        }
+        // Chunk range per axis that intersects the box.
+        let lo: Vec<u64> = (0..n).map(|d| start[d] / rec.chunk_shape[d]).collect();
+        let hi: Vec<u64> = (0..n)
+            .map(|d| (start[d] + extent[d] - 1) / rec.chunk_shape[d])
+            .collect();
+        let mut c = lo.clone();
+        loop {
+            let linear = rec.linear_chunk_id(&c);
+            let tile = self.read_chunk(src, ds, linear)?;
+            let (tstart, textent) = rec.tile_box(&c);
+            // Intersection of the tile with the box, in global coordinates.
+            let istart: Vec<u64> = (0..n).map(|d| tstart[d].max(start[d])).collect();
+            let iext: Vec<u64> = (0..n)
+                .map(|d| (tstart[d] + textent[d]).min(start[d] + extent[d]) - istart[d])
+                .collect();
+            let in_tile: Vec<u64> = (0..n).map(|d| istart[d] - tstart[d]).collect();
+            let in_box: Vec<u64> = (0..n).map(|d| istart[d] - start[d]).collect();
+            let mut dst_runs = Vec::new();
+            for_each_run(extent, &in_box, &iext, |o, _, len| dst_runs.push((o, len)));
+            let mut k = 0;
+            for_each_run(&textent, &in_tile, &iext, |o, _, len| {
+                let (dst, _) = dst_runs[k];
+                k += 1;
+                let (s, d) = ((o * size) as usize, (dst * size) as usize);
+                let l = (len * size) as usize;
+                out[d..d + l].copy_from_slice(&tile[s..s + l]);
+            });
+            // Next chunk in the range (odometer).
+            let mut d = n;
+            loop {
+                if d == 0 {
+                    return Ok(out);
+                }
+                d -= 1;
+                c[d] += 1;
+                if c[d] <= hi[d] {
+                    break;
+                }
+                c[d] = lo[d];
+            }
+        }
+    }
+
+    /// Read all of `ds` (refusing more than `max_bytes`).
+    pub fn read_all<R: ReadAt + ?Sized>(&self, src: &R, ds: &Dataset, max_bytes: u64) -> Result<Vec<u8>> {
+        let zeros = vec![0u64; ds.ndim()];
+        self.read_box(src, ds, &zeros, &ds.record.shape, max_bytes)
+    }
+}

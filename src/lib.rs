@@ -1,0 +1,47 @@
+//! # datafusion-tet
+//!
+//! SQL over `.tet` chunked n-dimensional array files with Apache DataFusion.
+//!
+//! A dataset is a table: one column per axis (named by the file's `dim_names`, holding
+//! coordinate values where the file has them) and the value column `v`. Axis predicates
+//! are resolved to index ranges so only the chunks they touch are read.
+//!
+//! ```no_run
+//! # async fn demo() -> datafusion::error::Result<()> {
+//! use datafusion::prelude::SessionContext;
+//! let ctx = SessionContext::new();
+//! datafusion_tet::register(&ctx);
+//! ctx.sql("SELECT lat, avg(v) FROM tet('weather.tet', 'temp') GROUP BY lat").await?.show().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Modules, top to bottom: [`sql`] (tables, functions, DDL) → [`exec`] (execution plans)
+//! → [`plan`] (selections, chunk tasks) → [`io`] (bytes) → [`format`] (the layout).
+
+#![deny(missing_debug_implementations)]
+
+pub mod demo;
+pub mod exec;
+pub mod format;
+pub mod io;
+pub mod plan;
+pub mod sql;
+
+pub use sql::{TetTableFactory, TetTableOptions, TetTableProvider};
+
+use datafusion::prelude::SessionContext;
+use std::sync::Arc;
+
+/// Register everything on `ctx`: the table functions `tet`, `tet_datasets`, `tet_chunks`,
+/// the `STORED AS TET` factory and its `tet.*` table options.
+pub fn register(ctx: &SessionContext) {
+    ctx.register_udtf("tet", Arc::new(sql::TetFunction));
+    ctx.register_udtf("tet_datasets", Arc::new(sql::TetDatasetsFunction));
+    ctx.register_udtf("tet_chunks", Arc::new(sql::TetChunksFunction));
+    ctx.register_table_options_extension(TetTableOptions::default());
+    let state = ctx.state_ref();
+    state
+        .write()
+        .table_factories_mut()
+        .insert("TET".to_string(), Arc::new(TetTableFactory));
+}

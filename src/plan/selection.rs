@@ -1,0 +1,108 @@
+//! [`AxisSelection`]: the positions selected along one axis, as sorted disjoint ranges.
+
+/// Selected positions `0..extent` of one axis, as sorted, disjoint, non-empty half-open
+/// ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AxisSelection {
+    extent: u64,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl AxisSelection {
+    /// Every position.
+    pub fn all(extent: u64) -> Self {
+        let ranges = if extent > 0 { vec![(0, extent)] } else { vec![] };
+        AxisSelection { extent, ranges }
+    }
+
+    /// No position.
+    pub fn none(extent: u64) -> Self {
+        AxisSelection { extent, ranges: vec![] }
+    }
+
+    /// From ranges that are sorted and disjoint (adjacent ones are merged, empty dropped,
+    /// everything clipped to the extent).
+    pub fn from_sorted_ranges(extent: u64, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (lo, hi) in ranges {
+            let hi = hi.min(extent);
+            if lo >= hi {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.1 >= lo => last.1 = last.1.max(hi),
+                _ => out.push((lo, hi)),
+            }
+        }
+        AxisSelection { extent, ranges: out }
+    }
+
+    /// Axis extent.
+    pub fn extent(&self) -> u64 {
+        self.extent
+    }
+
+    /// The ranges.
+    pub fn ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    /// Number of selected positions.
+    pub fn count(&self) -> u64 {
+        self.ranges.iter().map(|(a, b)| b - a).sum()
+    }
+
+    /// True when every position is selected.
+    pub fn is_all(&self) -> bool {
+        self.count() == self.extent
+    }
+
+    /// Smallest and largest selected position.
+    pub fn bounds(&self) -> Option<(u64, u64)> {
+        Some((self.ranges.first()?.0, self.ranges.last()?.1 - 1))
+    }
+
+    /// Positions selected by both.
+    pub fn intersect(&self, other: &AxisSelection) -> AxisSelection {
+        let (mut i, mut j) = (0, 0);
+        let mut out = Vec::new();
+        while i < self.ranges.len() && j < other.ranges.len() {
+            let (a, b) = (self.ranges[i], other.ranges[j]);
+            let lo = a.0.max(b.0);
+            let hi = a.1.min(b.1);
+            if lo < hi {
+                out.push((lo, hi));
+            }
+            if a.1 < b.1 { i += 1 } else { j += 1 }
+        }
+        AxisSelection::from_sorted_ranges(self.extent, out)
+    }
+
+    /// Every selected position in order.
+    pub fn positions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ranges.iter().flat_map(|&(a, b)| a..b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intersect_matches_brute_force() {
+        let a = AxisSelection::from_sorted_ranges(20, [(0, 3), (5, 9), (12, 20)]);
+        let b = AxisSelection::from_sorted_ranges(20, [(2, 6), (8, 13), (19, 25)]);
+        let got: Vec<u64> = a.intersect(&b).positions().collect();
+        let want: Vec<u64> = (0..20)
+            .filter(|p| a.positions().any(|x| x == *p) && b.positions().any(|x| x == *p))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(a.count(), 3 + 4 + 8);
+        assert_eq!(
+            AxisSelection::from_sorted_ranges(10, [(0, 2), (2, 4)]).ranges(),
+            &[(0, 4)]
+        );
+        assert!(AxisSelection::all(0).ranges().is_empty());
+        assert_eq!(a.bounds(), Some((0, 19)));
+    }
+}

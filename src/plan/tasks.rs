@@ -1,0 +1,168 @@
+//! Chunk tasks: which chunks a selection touches, and the sub-box to emit from each.
+
+use super::selection::AxisSelection;
+use crate::format::DatasetRecord;
+
+/// One chunk to read and the part of it that is selected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkTask {
+    /// Row-major chunk id.
+    pub linear: u64,
+    /// Chunk grid coordinates.
+    pub coords: Vec<u64>,
+    /// Per axis, the selected ranges in tile-local positions.
+    pub local: Vec<Vec<(u64, u64)>>,
+    /// Per axis, the tile's (clipped) extent.
+    pub tile_extent: Vec<u64>,
+    /// Number of selected cells.
+    pub cells: u64,
+}
+
+impl ChunkTask {
+    /// True when the whole tile is selected.
+    pub fn is_full(&self) -> bool {
+        self.cells == self.tile_extent.iter().product::<u64>()
+    }
+
+    /// Global start of the tile per axis.
+    pub fn tile_start(&self, chunk_shape: &[u64]) -> Vec<u64> {
+        self.coords.iter().zip(chunk_shape).map(|(c, s)| c * s).collect()
+    }
+}
+
+/// Per axis: the chunk indices along it that hold a selected position, each with the
+/// selected ranges local to that chunk.
+fn per_axis(sel: &AxisSelection, chunk: u64, extent: u64) -> Vec<(u64, Vec<(u64, u64)>)> {
+    let mut out: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
+    for &(lo, hi) in sel.ranges() {
+        let mut p = lo;
+        while p < hi {
+            let k = p / chunk;
+            let end = ((k + 1) * chunk).min(hi).min(extent);
+            let local = (p - k * chunk, end - k * chunk);
+            match out.last_mut() {
+                Some((last, ranges)) if *last == k => ranges.push(local),
+                _ => out.push((k, vec![local])),
+            }
+            p = end;
+        }
+    }
+    out
+}
+
+/// The chunks of `rec` that intersect the selection, in row-major chunk order.
+pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
+    let n = rec.ndim();
+    let axes: Vec<_> = (0..n)
+        .map(|d| per_axis(&sel[d], rec.chunk_shape[d], rec.shape[d]))
+        .collect();
+    if axes.iter().any(|a| a.is_empty()) {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; n];
+    loop {
+        let coords: Vec<u64> = (0..n).map(|d| axes[d][idx[d]].0).collect();
+        let local: Vec<Vec<(u64, u64)>> = (0..n).map(|d| axes[d][idx[d]].1.clone()).collect();
+        let cells = local
+            .iter()
+            .map(|r| r.iter().map(|(a, b)| b - a).sum::<u64>())
+            .product();
+        let tile_extent = rec.tile_box(&coords).1;
+        out.push(ChunkTask {
+            linear: rec.linear_chunk_id(&coords),
+            coords,
+            local,
+            tile_extent,
+            cells,
+        });
+        let mut d = n;
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < axes[d].len() {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Split `items` (kept in order) into at most `n` contiguous groups of similar total
+/// `weight`. Never returns empty groups; returns no group for no items.
+pub fn split_balanced<T>(items: Vec<T>, n: usize, weight: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
+    let total: u128 = items.iter().map(|t| weight(t).max(1) as u128).sum();
+    let n = n.max(1).min(items.len());
+    let mut groups: Vec<Vec<T>> = Vec::with_capacity(n);
+    let mut acc: u128 = 0;
+    let mut current = Vec::new();
+    let count = items.len();
+    for (i, t) in items.into_iter().enumerate() {
+        acc += weight(&t).max(1) as u128;
+        current.push(t);
+        let target = total * (groups.len() as u128 + 1) / n as u128;
+        let left = count - i - 1;
+        let groups_left = n - groups.len() - 1;
+        if groups.len() + 1 < n && (acc >= target || left == groups_left) {
+            groups.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::DType;
+
+    #[test]
+    fn tasks_cover_exactly_the_selected_cells() {
+        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7], vec![3, 4]).unwrap();
+        let sel = vec![
+            AxisSelection::from_sorted_ranges(10, [(1, 2), (4, 8)]),
+            AxisSelection::from_sorted_ranges(7, [(3, 5)]),
+        ];
+        let tasks = chunk_tasks(&rec, &sel);
+        let mut cells = Vec::new();
+        for t in &tasks {
+            let start = t.tile_start(&rec.chunk_shape);
+            for &(a0, b0) in &t.local[0] {
+                for i in a0..b0 {
+                    for &(a1, b1) in &t.local[1] {
+                        for j in a1..b1 {
+                            cells.push((start[0] + i, start[1] + j));
+                        }
+                    }
+                }
+            }
+        }
+        cells.sort();
+        let mut want = Vec::new();
+        for i in sel[0].positions() {
+            for j in sel[1].positions() {
+                want.push((i, j));
+            }
+        }
+        assert_eq!(cells, want);
+        assert_eq!(tasks.iter().map(|t| t.cells).sum::<u64>(), 10);
+        // Chunks along axis 0: 0 (row 1), 1 (rows 4,5), 2 (rows 6,7); along axis 1: 0 and 1.
+        assert_eq!(tasks.len(), 6);
+    }
+
+    #[test]
+    fn split_is_balanced_and_complete() {
+        let groups = split_balanced((0..10u64).collect(), 3, |_| 1);
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3, 4]);
+        let groups = split_balanced(vec![100u64, 1, 1, 1, 100], 2, |w| *w);
+        assert_eq!(groups.concat(), vec![100, 1, 1, 1, 100]);
+        assert_eq!(groups.len(), 2);
+        assert!(split_balanced(Vec::<u64>::new(), 4, |_| 1).is_empty());
+        assert_eq!(split_balanced(vec![1u64, 2], 8, |_| 1).len(), 2);
+    }
+}

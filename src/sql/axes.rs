@@ -1,0 +1,221 @@
+//! The axis columns of a dataset table (design §2): name and values of each axis.
+//!
+//! Values come from, in order: a CF coordinate variable (a 1-D dataset of the same file
+//! named like the axis, of the axis' length), the footer coordinate labels (typed by
+//! parsing: Int64, Float64, Timestamp, else Utf8; repeats allowed), else the position as
+//! Int64.
+
+use crate::format::{DType, Dataset, FormatError, TetFile};
+use crate::io::TetSource;
+use arrow::array::{
+    Array, ArrayRef, Float16Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, StringArray,
+    TimestampNanosecondArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
+};
+use arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
+use arrow::datatypes::{DataType, TimeUnit};
+use std::sync::Arc;
+
+/// Coordinate variables larger than this are not loaded as axis values.
+const MAX_COORD_BYTES: u64 = 256 << 20;
+
+/// Where an axis column's values come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AxisSource {
+    /// The 0-based position.
+    Position,
+    /// A 1-D dataset of the same file.
+    CoordinateVariable(String),
+    /// Footer `coords.<dim>.labels`.
+    Labels,
+}
+
+/// One axis column.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    pub name: String,
+    pub extent: u64,
+    pub source: AxisSource,
+    /// Value at each position (`None` for positions).
+    pub values: Option<ArrayRef>,
+}
+
+impl Axis {
+    /// Arrow type of the column.
+    pub fn data_type(&self) -> DataType {
+        match &self.values {
+            Some(v) => v.data_type().clone(),
+            None => DataType::Int64,
+        }
+    }
+
+    /// Values at positions `lo..hi`.
+    pub fn values_range(&self, lo: u64, hi: u64) -> ArrayRef {
+        match &self.values {
+            Some(v) => v.slice(lo as usize, (hi - lo) as usize),
+            None => Arc::new(Int64Array::from_iter_values(lo as i64..hi as i64)),
+        }
+    }
+
+    /// Values at the given positions.
+    pub fn take(&self, positions: &[u64]) -> datafusion::error::Result<ArrayRef> {
+        match &self.values {
+            None => Ok(Arc::new(Int64Array::from_iter_values(
+                positions.iter().map(|&p| p as i64),
+            ))),
+            Some(v) => {
+                let idx = UInt64Array::from_iter_values(positions.iter().copied());
+                Ok(arrow::compute::take(v.as_ref(), &idx, None)?)
+            }
+        }
+    }
+}
+
+/// Build the axes of `ds`.
+pub fn axes_of(source: &TetSource, file: &TetFile, ds: &Dataset) -> Result<Vec<Axis>, FormatError> {
+    let names = ds.dim_names();
+    let mut out = Vec::with_capacity(ds.ndim());
+    for (d, name) in names.into_iter().enumerate() {
+        let extent = ds.shape()[d];
+        let coord_var = file
+            .datasets
+            .iter()
+            .find(|c| c.id != ds.id && c.name() == name && c.ndim() == 1 && c.shape()[0] == extent);
+        let (src, values) =
+            if let Some(cv) = coord_var.filter(|c| c.record.cell_count * c.dtype().size() as u64 <= MAX_COORD_BYTES) {
+                let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
+                (
+                    AxisSource::CoordinateVariable(cv.name().to_owned()),
+                    Some(array_from_le(cv.dtype(), &raw)),
+                )
+            } else if let Some(labels) = ds.labels(d) {
+                (AxisSource::Labels, Some(typed_labels(labels)))
+            } else {
+                (AxisSource::Position, None)
+            };
+        out.push(Axis {
+            name,
+            extent,
+            source: src,
+            values,
+        });
+    }
+    Ok(out)
+}
+
+/// Arrow array from little-endian elements of `dtype`.
+pub fn array_from_le(dtype: DType, raw: &[u8]) -> ArrayRef {
+    macro_rules! prim {
+        ($arr:ty, $t:ty, $n:expr) => {{
+            Arc::new(<$arr>::from_iter_values(
+                raw.chunks_exact($n)
+                    .map(|b| <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n]))),
+            ))
+        }};
+    }
+    match dtype {
+        DType::F32 => prim!(Float32Array, f32, 4),
+        DType::F64 => prim!(Float64Array, f64, 8),
+        DType::F16 => prim!(Float16Array, half::f16, 2),
+        DType::I16 => prim!(Int16Array, i16, 2),
+        DType::I32 => prim!(Int32Array, i32, 4),
+        DType::I64 => prim!(Int64Array, i64, 8),
+        DType::U8 => Arc::new(UInt8Array::from_iter_values(raw.iter().copied())),
+        DType::U16 => prim!(UInt16Array, u16, 2),
+        DType::U32 => prim!(UInt32Array, u32, 4),
+        DType::U64 => prim!(UInt64Array, u64, 8),
+    }
+}
+
+/// Arrow type of a dtype's values.
+pub fn arrow_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::F32 => DataType::Float32,
+        DType::F64 => DataType::Float64,
+        DType::F16 => DataType::Float16,
+        DType::I16 => DataType::Int16,
+        DType::I32 => DataType::Int32,
+        DType::I64 => DataType::Int64,
+        DType::U8 => DataType::UInt8,
+        DType::U16 => DataType::UInt16,
+        DType::U32 => DataType::UInt32,
+        DType::U64 => DataType::UInt64,
+    }
+}
+
+/// Type footer labels: all integers → Int64, all numbers → Float64, all ISO-8601
+/// dates/times → Timestamp(ns), else Utf8.
+pub fn typed_labels(labels: &[String]) -> ArrayRef {
+    if let Some(v) = labels
+        .iter()
+        .map(|l| l.trim().parse::<i64>().ok())
+        .collect::<Option<Vec<_>>>()
+    {
+        return Arc::new(Int64Array::from(v));
+    }
+    if let Some(v) = labels
+        .iter()
+        .map(|l| l.trim().parse::<f64>().ok().filter(|_| looks_numeric(l)))
+        .collect::<Option<Vec<_>>>()
+    {
+        return Arc::new(Float64Array::from(v));
+    }
+    if let Some(v) = labels
+        .iter()
+        .map(|l| {
+            looks_like_date(l)
+                .then(|| string_to_timestamp_nanos(l.trim()).ok())
+                .flatten()
+        })
+        .collect::<Option<Vec<_>>>()
+    {
+        return Arc::new(TimestampNanosecondArray::from(v));
+    }
+    Arc::new(StringArray::from_iter_values(labels))
+}
+
+/// Rust's f64 parser accepts "inf", "NaN" and "infinity"; labels such as "nan" or "Inf" are
+/// more likely names than numbers, so require a digit.
+fn looks_numeric(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// `YYYY-MM-DD` prefix (the timestamp parser also accepts other shapes we do not want to
+/// reinterpret, such as bare numbers).
+fn looks_like_date(s: &str) -> bool {
+    let b = s.trim().as_bytes();
+    b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+        && b[8..10].iter().all(u8::is_ascii_digit)
+}
+
+/// The Arrow type a timestamp label axis gets.
+pub fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn labels_are_typed_by_parsing() {
+        assert_eq!(typed_labels(&s(&["1", "-2", "3"])).data_type(), &DataType::Int64);
+        assert_eq!(typed_labels(&s(&["1.5", "2", "-3e2"])).data_type(), &DataType::Float64);
+        assert_eq!(
+            typed_labels(&s(&["2024-01-01", "2024-01-02T06:00:00"])).data_type(),
+            &timestamp_type()
+        );
+        assert_eq!(typed_labels(&s(&["east", "east", "west"])).data_type(), &DataType::Utf8);
+        assert_eq!(typed_labels(&s(&["nan", "inf"])).data_type(), &DataType::Utf8);
+        let t = typed_labels(&s(&["1970-01-01T00:00:01Z"]));
+        let t = t.as_any().downcast_ref::<TimestampNanosecondArray>().unwrap();
+        assert_eq!(t.value(0), 1_000_000_000);
+    }
+}

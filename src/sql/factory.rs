@@ -1,0 +1,98 @@
+//! `CREATE EXTERNAL TABLE t STORED AS TET LOCATION 'path' OPTIONS ('tet.dataset' 'temp')`.
+//!
+//! datafusion-cli validates every option key against the table-options namespaces before
+//! the factory runs, so the `tet` namespace is registered as a table-options extension
+//! ([`TetTableOptions`]). In a plain `SessionContext` the keys reach the factory as
+//! written (`tet.dataset`), or as `format.dataset` when written undotted (`'dataset'`).
+
+use super::table::TetTableProvider;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::common::{Result, plan_err};
+use datafusion::logical_expr::CreateExternalTable;
+use std::any::Any;
+use std::sync::Arc;
+
+/// Options of `STORED AS TET` tables, namespace `tet`.
+#[derive(Debug, Clone, Default)]
+pub struct TetTableOptions {
+    /// The dataset to expose (`tet.dataset`).
+    pub dataset: Option<String>,
+}
+
+impl ConfigExtension for TetTableOptions {
+    const PREFIX: &'static str = "tet";
+}
+
+impl ExtensionOptions for TetTableOptions {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key.strip_prefix("tet.").unwrap_or(key) {
+            "dataset" => {
+                self.dataset = Some(value.to_owned());
+                Ok(())
+            }
+            other => plan_err!("unknown option tet.{other} (supported: tet.dataset)"),
+        }
+    }
+    fn entries(&self) -> Vec<ConfigEntry> {
+        vec![ConfigEntry {
+            key: "tet.dataset".into(),
+            value: self.dataset.clone(),
+            description: "dataset of the .tet file exposed by the table",
+        }]
+    }
+}
+
+/// Creates [`TetTableProvider`]s for `STORED AS TET`.
+#[derive(Debug, Default)]
+pub struct TetTableFactory;
+
+#[async_trait]
+impl TableProviderFactory for TetTableFactory {
+    async fn create(&self, _state: &dyn Session, cmd: &CreateExternalTable) -> Result<Arc<dyn TableProvider>> {
+        let [location] = cmd.locations.as_slice() else {
+            return plan_err!("STORED AS TET takes exactly one LOCATION, got {}", cmd.locations.len());
+        };
+        let mut dataset = None;
+        for (k, v) in &cmd.options {
+            match k.as_str() {
+                "tet.dataset" | "format.dataset" | "dataset" => dataset = Some(v.clone()),
+                other => return plan_err!("unknown option {other:?} for STORED AS TET (supported: 'tet.dataset')"),
+            }
+        }
+        let table = TetTableProvider::from_source(
+            crate::io::TetSource::open(location).map_err(super::table::to_df)?,
+            dataset.as_deref(),
+        )?;
+        if !cmd.schema.fields().is_empty() {
+            let declared: Vec<_> = cmd
+                .schema
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect();
+            let actual: Vec<_> = table
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect();
+            if declared != actual {
+                return plan_err!(
+                    "declared columns {declared:?} differ from the file's {actual:?}; omit the column list"
+                );
+            }
+        }
+        Ok(Arc::new(table))
+    }
+}

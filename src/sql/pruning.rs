@@ -1,0 +1,99 @@
+//! Zone-map pruning: each chunk task is a container whose `v` min/max come from the
+//! file's zone maps; DataFusion's `PruningPredicate` decides which can match.
+//!
+//! Floats: zone maps count NaN among the nulls and leave it out of min/max, but DataFusion
+//! orders NaN above every number, so a float chunk with any null is given unknown bounds.
+
+use super::axes::arrow_type;
+use super::table::VALUE_COLUMN;
+use crate::format::{DType, Scalar, ZoneStat};
+use crate::plan::ChunkTask;
+use arrow::array::{ArrayRef, BooleanArray};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, Result, ScalarValue};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Zone statistics of a list of chunk tasks.
+pub struct ZonePruning<'a> {
+    tasks: &'a [ChunkTask],
+    zones: &'a [Option<ZoneStat>],
+    dtype: DType,
+    schema: SchemaRef,
+}
+
+impl<'a> ZonePruning<'a> {
+    pub fn new(tasks: &'a [ChunkTask], zones: &'a [Option<ZoneStat>], dtype: DType, schema: SchemaRef) -> Self {
+        ZonePruning {
+            tasks,
+            zones,
+            dtype,
+            schema,
+        }
+    }
+
+    /// For each task, whether it may hold a row satisfying `predicate`.
+    pub fn prune(&self, predicate: Arc<dyn PhysicalExpr>) -> Result<Vec<bool>> {
+        match PruningPredicateBuilder::new()
+            .with_file_schema(self.schema.clone())
+            .build(predicate)
+        {
+            Some(p) => p.prune(self),
+            // Nothing to prune with (the predicate is always true for these statistics).
+            None => Ok(vec![true; self.tasks.len()]),
+        }
+    }
+
+    fn bound(&self, pick: impl Fn(&ZoneStat) -> Option<Scalar>) -> Option<ArrayRef> {
+        let ty = arrow_type(self.dtype);
+        let values = self.tasks.iter().map(|t| {
+            let z = self.zones.get(t.linear as usize).and_then(|z| z.as_ref());
+            let v = z
+                .filter(|z| !(self.dtype.is_float() && z.null_count > 0))
+                .and_then(&pick)
+                .and_then(|s| to_scalar(self.dtype, s));
+            v.unwrap_or(ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
+        });
+        ScalarValue::iter_to_array(values).ok()
+    }
+}
+
+fn to_scalar(dtype: DType, s: Scalar) -> Option<ScalarValue> {
+    Some(match (dtype, s) {
+        (DType::F32, Scalar::F64(v)) => ScalarValue::Float32(Some(v as f32)),
+        (DType::F64, Scalar::F64(v)) => ScalarValue::Float64(Some(v)),
+        (DType::F16, Scalar::F64(v)) => ScalarValue::Float16(Some(half::f16::from_f64(v))),
+        (DType::I16, Scalar::I64(v)) => ScalarValue::Int16(Some(v as i16)),
+        (DType::I32, Scalar::I64(v)) => ScalarValue::Int32(Some(v as i32)),
+        (DType::I64, Scalar::I64(v)) => ScalarValue::Int64(Some(v)),
+        (DType::U8, Scalar::U64(v)) => ScalarValue::UInt8(Some(v as u8)),
+        (DType::U16, Scalar::U64(v)) => ScalarValue::UInt16(Some(v as u16)),
+        (DType::U32, Scalar::U64(v)) => ScalarValue::UInt32(Some(v as u32)),
+        (DType::U64, Scalar::U64(v)) => ScalarValue::UInt64(Some(v)),
+        _ => return None,
+    })
+}
+
+impl PruningStatistics for ZonePruning<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        (column.name == VALUE_COLUMN).then(|| self.bound(|z| z.min)).flatten()
+    }
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        (column.name == VALUE_COLUMN).then(|| self.bound(|z| z.max)).flatten()
+    }
+    fn num_containers(&self) -> usize {
+        self.tasks.len()
+    }
+    fn null_counts(&self, _column: &Column) -> Option<ArrayRef> {
+        None
+    }
+    fn row_counts(&self) -> Option<ArrayRef> {
+        None
+    }
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}

@@ -1,0 +1,130 @@
+//! The built `tet-sql` binary, run as a user would.
+
+use crate::common::{tempdir, upstream_fixtures};
+use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
+use std::process::Command;
+
+fn tet_sql(args: &[&str], cwd: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tet-sql"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run tet-sql");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn sample(dir: &std::path::Path) {
+    let data: Vec<u8> = (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(
+        DatasetSpec::new("temp", DType::F32, &[2, 3], &[2, 2], &data)
+            .dim_names(&["row", "col"])
+            .labels("col", vec!["east".into(), "east".into(), "west".into()]),
+    )
+    .unwrap();
+    w.write_path(dir.join("w.tet")).unwrap();
+}
+
+#[test]
+fn queries_with_relative_paths_and_output_formats() {
+    let dir = tempdir();
+    sample(dir.path());
+    let (ok, out, err) = tet_sql(
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT col, sum(v) AS s FROM tet('w.tet', 'temp') GROUP BY col ORDER BY col",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "col,s\neast,12.0\nwest,9.0");
+    let (ok, out, _) = tet_sql(
+        &["-q", "--format", "json", "-c", "SELECT count(*) AS n FROM tet('w.tet')"],
+        dir.path(),
+    );
+    assert!(ok);
+    assert_eq!(out.trim(), r#"[{"n":6}]"#);
+}
+
+#[test]
+fn create_external_table_stored_as_tet() {
+    let dir = tempdir();
+    sample(dir.path());
+    let (ok, out, err) = tet_sql(
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "CREATE EXTERNAL TABLE t STORED AS TET LOCATION 'w.tet' OPTIONS ('tet.dataset' 'temp')",
+            "-c",
+            "SELECT max(v) AS m FROM t WHERE row = 1",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("m\n6.0"), "{out}");
+    let (ok, out, err) = tet_sql(
+        &[
+            "-q",
+            "-c",
+            "CREATE EXTERNAL TABLE t STORED AS TET LOCATION 'w.tet' OPTIONS ('tet.colour' 'x')",
+        ],
+        dir.path(),
+    );
+    assert!(!ok);
+    assert!((out.clone() + &err).contains("tet.colour"), "{out}{err}");
+}
+
+#[test]
+fn explain_analyze_shows_scan_metrics() {
+    let dir = tempdir();
+    sample(dir.path());
+    let (ok, out, err) = tet_sql(
+        &[
+            "-q",
+            "-c",
+            "EXPLAIN ANALYZE SELECT sum(v) FROM tet('w.tet') WHERE row = 0",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    for m in [
+        "TetScanExec",
+        "chunks_total=2",
+        "chunks_read=2",
+        "bytes_read=",
+        "rows_emitted=3",
+        "decode_time",
+    ] {
+        assert!(out.contains(m), "missing {m} in {out}");
+    }
+}
+
+#[test]
+fn damaged_files_exit_nonzero_with_a_clear_message() {
+    let Some(fx) = upstream_fixtures() else { return };
+    let mut names = vec!["plan.tet".to_string()];
+    for e in std::fs::read_dir(fx.join("reject")).unwrap() {
+        names.push(format!("reject/{}", e.unwrap().file_name().to_string_lossy()));
+    }
+    for n in names {
+        let path = fx.join(&n).display().to_string();
+        let (ok, out, err) = tet_sql(&["-q", "-c", &format!("SELECT sum(v) FROM tet('{path}')")], &fx);
+        let all = out + &err;
+        assert!(!ok, "{n}: exit 0: {all}");
+        assert!(all.contains(&path) && !all.contains("panicked"), "{n}: {all}");
+    }
+    let (ok, out, _) = tet_sql(&["-q", "-c", "SELECT * FROM tet('missing.tet')"], &fx);
+    assert!(
+        !ok && out.contains("missing.tet") && out.contains("No such file"),
+        "{out}"
+    );
+}
