@@ -1,4 +1,4 @@
--- The demo: writes data/weather.tet on first run (about 100 MB), then queries it.
+-- The demo: writes data/weather.tet on first run (about 50 MB), then queries it.
 -- Run from the repository root: cargo run --release --bin tet-sql -- -f sql/demo.sql
 SELECT * FROM tet_demo_file('data/weather.tet');
 
@@ -10,7 +10,7 @@ DESCRIBE SELECT * FROM tet('data/weather.tet', 'temp');
 
 -- Mean temperature by latitude band (lat values come from the `lat` coordinate variable).
 SELECT lat, avg(v) AS mean_k FROM tet('data/weather.tet', 'temp')
-WHERE lat BETWEEN -10 AND 10 GROUP BY lat ORDER BY lat;
+WHERE lat BETWEEN -5 AND 5 GROUP BY lat ORDER BY lat;
 
 -- One time step, one point: reads a single chunk.
 SELECT time, lat, lon, v FROM tet('data/weather.tet', 'temp')

@@ -4,7 +4,7 @@
 //! Layout: `temp` f32 [time 48, lat 361, lon 720] in chunks of one time step (raw), and
 //! `precip` f32 of the same shape, zstd-compressed, with `_FillValue` -9999 over the
 //! oceans of a toy land mask. `time` has ISO-8601 labels (6-hourly); `lat` (-90..90 step
-//! 0.5) and `lon` (0..359.5 step 0.5) are CF coordinate variables. About 100 MB.
+//! 0.5) and `lon` (0..359.5 step 0.5) are CF coordinate variables. About 50 MB.
 
 use crate::format::{ChunkCodecs, DType, DatasetSpec, FileMeta, HistoryEvent, TetWriter};
 use arrow::array::{BooleanArray, RecordBatch, StringArray, UInt64Array};

@@ -33,15 +33,33 @@ use datafusion::prelude::SessionContext;
 use std::sync::Arc;
 
 /// Register everything on `ctx`: the table functions `tet`, `tet_datasets`, `tet_chunks`,
-/// the `STORED AS TET` factory and its `tet.*` table options.
+/// the `STORED AS TET` factory and its `tet.*` table options, the aggregate pushdown rule
+/// with its merge functions, and the `tet.*` session options
+/// (`SET tet.aggregate_pushdown = false` turns the pushdown off).
 pub fn register(ctx: &SessionContext) {
+    for kind in sql::MomentKind::ALL {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(sql::MergeMoments::new(
+            kind,
+        )));
+    }
+    for max in [false, true] {
+        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(sql::FloatExtreme::new(
+            max,
+        )));
+    }
+    ctx.add_optimizer_rule(Arc::new(sql::TetAggregatePushdown));
     ctx.register_udtf("tet", Arc::new(sql::TetFunction));
     ctx.register_udtf("tet_datasets", Arc::new(sql::TetDatasetsFunction));
     ctx.register_udtf("tet_chunks", Arc::new(sql::TetChunksFunction));
     ctx.register_table_options_extension(TetTableOptions::default());
     let state = ctx.state_ref();
+    let mut state = state.write();
     state
-        .write()
         .table_factories_mut()
         .insert("TET".to_string(), Arc::new(TetTableFactory));
+    state
+        .config_mut()
+        .options_mut()
+        .extensions
+        .insert(sql::TetConfig::default());
 }

@@ -4,12 +4,18 @@
 //! Owns: mapping tables, filters, projections and limits onto `plan` and `exec`. Must not
 //! parse bytes (that is `format`) nor walk payloads (that is `exec`).
 
+mod agg_pushdown;
 pub mod axes;
 mod factory;
 mod functions;
+mod merge_m2;
 mod pruning;
+mod session_options;
 mod table;
 
+pub use agg_pushdown::{TetAggregatePushdown, TetPartialAggregate};
 pub use factory::{TetTableFactory, TetTableOptions};
 pub use functions::{TetChunksFunction, TetDatasetsFunction, TetFunction};
+pub use merge_m2::{FloatExtreme, MergeMoments, MomentKind};
+pub use session_options::TetConfig;
 pub use table::{TetTableProvider, VALUE_COLUMN};

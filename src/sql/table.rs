@@ -45,6 +45,17 @@ pub struct TetTableProvider {
     schema: SchemaRef,
 }
 
+/// The outcome of [`TetTableProvider::plan_chunks`].
+#[derive(Debug)]
+pub(crate) struct PlannedChunks {
+    pub selection: Vec<AxisSelection>,
+    /// Chunk tasks in file order.
+    pub tasks: Vec<crate::plan::ChunkTask>,
+    pub pruned_by_zone: u64,
+    /// Whether a value predicate was pushed (row counts are then not exact).
+    pub value_filters: bool,
+}
+
 /// How a pushed filter is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FilterKind {
@@ -174,6 +185,49 @@ impl TetTableProvider {
         Ok(AxisSelection::from_sorted_ranges(axis.extent, ranges))
     }
 
+    /// Resolve pushed filters: per-axis selections from axis predicates, the chunk tasks
+    /// they touch (in file order), minus those zone maps rule out for value predicates.
+    pub(crate) fn plan_chunks(&self, state: &dyn Session, filters: &[Expr]) -> Result<PlannedChunks> {
+        let file = &self.source.catalog;
+        let ds = &file.datasets[self.dataset];
+        let mut sel: Vec<AxisSelection> = self.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
+        let mut value_filters = Vec::new();
+        for f in filters {
+            match self.classify(f) {
+                FilterKind::Axis(d) => sel[d] = sel[d].intersect(&self.resolve_axis(state, d, f)?),
+                FilterKind::Value => value_filters.push(f.clone()),
+                FilterKind::Other => {}
+            }
+        }
+        let mut tasks = chunk_tasks(&ds.record, &sel);
+        let selected = tasks.len() as u64;
+        let has_value_filters = !value_filters.is_empty();
+        if let (Some(pred), Some(zones)) = (conjunction(value_filters), &ds.zones) {
+            let df_schema = DFSchema::try_from(self.schema.clone())?;
+            let phys = state.create_physical_expr(pred, &df_schema)?;
+            let keep = ZonePruning::new(&tasks, zones, ds.dtype(), self.schema.clone()).prune(phys)?;
+            let mut k = keep.into_iter();
+            tasks.retain(|_| k.next().unwrap_or(true));
+        }
+        tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+        Ok(PlannedChunks {
+            pruned_by_zone: selected - tasks.len() as u64,
+            selection: sel,
+            tasks,
+            value_filters: has_value_filters,
+        })
+    }
+
+    /// Directory position of the dataset.
+    pub fn dataset_index(&self) -> usize {
+        self.dataset
+    }
+
+    /// Shared axes.
+    pub(crate) fn axes_arc(&self) -> Arc<Vec<Axis>> {
+        self.axes.clone()
+    }
+
     fn statistics_for(&self, sel: &[AxisSelection], exact: bool) -> Result<Statistics> {
         let rows: u64 = sel.iter().map(|s| s.count()).product();
         let p = |v| {
@@ -277,34 +331,20 @@ impl TableProvider for TetTableProvider {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let file = &self.source.catalog;
         let ds = &file.datasets[self.dataset];
-        let mut sel: Vec<AxisSelection> = self.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
-        let mut value_filters = Vec::new();
-        for f in filters {
-            match self.classify(f) {
-                FilterKind::Axis(d) => sel[d] = sel[d].intersect(&self.resolve_axis(state, d, f)?),
-                FilterKind::Value => value_filters.push(f.clone()),
-                FilterKind::Other => {}
-            }
-        }
-        let mut tasks = chunk_tasks(&ds.record, &sel);
-        let selected = tasks.len() as u64;
-        if let (Some(pred), Some(zones)) = (conjunction(value_filters.clone()), &ds.zones) {
-            let df_schema = DFSchema::try_from(self.schema.clone())?;
-            let phys = state.create_physical_expr(pred, &df_schema)?;
-            let keep = ZonePruning::new(&tasks, zones, ds.dtype(), self.schema.clone()).prune(phys)?;
-            let mut k = keep.into_iter();
-            tasks.retain(|_| k.next().unwrap_or(true));
-        }
-        let pruned = selected - tasks.len() as u64;
+        let planned = self.plan_chunks(state, filters)?;
+        let (sel, tasks, pruned, value_filters) = (
+            planned.selection,
+            planned.tasks,
+            planned.pruned_by_zone,
+            planned.value_filters,
+        );
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
         let reads_values = projection.contains(&self.axes.len());
         let schema = Arc::new(self.schema.project(&projection)?);
-        let statistics = self
-            .statistics_for(&sel, value_filters.is_empty())?
-            .project(Some(&projection));
+        let statistics = self.statistics_for(&sel, !value_filters)?.project(Some(&projection));
         let selection = self
             .axes
             .iter()
@@ -312,8 +352,7 @@ impl TableProvider for TetTableProvider {
             .filter(|(_, s)| !s.is_all())
             .map(|(a, s)| format!("{}: {}/{}", a.name, s.count(), a.extent))
             .collect();
-        // Chunks in file order, balanced by stored bytes (or cells when no payload is read).
-        tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+        // Balanced by stored bytes (or cells when no payload is read).
         let target = state.config().target_partitions().max(1);
         let partitions = split_balanced(tasks, target, |t| {
             if reads_values {

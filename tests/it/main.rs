@@ -4,6 +4,7 @@
 //! so tests over malformed files can assert that no length read from a file was trusted
 //! for an allocation.
 
+mod agg_differential;
 #[cfg(feature = "cli")]
 mod cli;
 mod common;

@@ -6,9 +6,9 @@ use crate::common::{Rng, Val, ctx, random_geometry, rows, rows_and_scan_metrics,
 use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
 
 /// An axis as the oracle sees it: the value at each position.
-struct OracleAxis {
-    name: String,
-    values: Vec<Val>,
+pub struct OracleAxis {
+    pub name: String,
+    pub values: Vec<Val>,
     /// SQL literal for a value.
     literal: fn(&Val) -> String,
 }
@@ -26,18 +26,18 @@ fn str_lit(v: &Val) -> String {
     }
 }
 
-struct Case {
-    path: String,
-    dtype: DType,
+pub struct Case {
+    pub path: String,
+    pub dtype: DType,
     shape: Vec<u64>,
     chunk: Vec<u64>,
     data: Vec<u8>,
     fill: Option<Vec<u8>>,
-    axes: Vec<OracleAxis>,
+    pub axes: Vec<OracleAxis>,
 }
 
 impl Case {
-    fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> Case {
+    pub fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> Case {
         let dtype = DType::ALL[k % 10];
         let ndim = rng.range(1, 5) as usize;
         let (shape, chunk) = random_geometry(rng, ndim, 2500);
@@ -103,7 +103,7 @@ impl Case {
     }
 
     /// A random predicate on axis `d`: SQL text and the oracle's test.
-    fn predicate(&self, rng: &mut Rng, d: usize) -> (String, Box<dyn Fn(&Val) -> bool>) {
+    pub fn predicate(&self, rng: &mut Rng, d: usize) -> (String, Box<dyn Fn(&Val) -> bool>) {
         let ax = &self.axes[d];
         let pick = |rng: &mut Rng| ax.values[rng.below(ax.values.len() as u64) as usize].clone();
         let (a, b) = (pick(rng), pick(rng));
@@ -134,7 +134,7 @@ impl Case {
     }
 
     /// Oracle rows (axis values then v) of the cells passing `keep`, and the chunks hit.
-    fn oracle(&self, keep: &[Option<Box<dyn Fn(&Val) -> bool>>]) -> (Vec<Vec<Val>>, usize) {
+    pub fn oracle(&self, keep: &[Option<Box<dyn Fn(&Val) -> bool>>]) -> (Vec<Vec<Val>>, usize) {
         let n = self.shape.len();
         let size = self.dtype.size();
         let cells: u64 = self.shape.iter().product();

@@ -1,0 +1,463 @@
+//! The aggregation kernel: folds runs of payload elements into dense per-group
+//! accumulators.
+//!
+//! A chunk's selected cells are walked as contiguous runs along the innermost axis
+//! ([`for_each_selected_run`](super::for_each_selected_run)). When the innermost axis is
+//! reduced, a whole run folds into one group ([`fold_run`]); when it is grouped, element
+//! `i` of the run folds into group `g0 + i` ([`fold_elementwise`]). Loops keep eight
+//! independent lanes so the compiler vectorizes them without reassociating floats; sums
+//! of floats accumulate in f64, integer sums wrap in 64 bits as DataFusion's do, and
+//! variance states merge as (count, mean, M2) with Chan's formula.
+
+use half::f16;
+
+/// Which statistics the aggregates need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Float sum (sum of floats, avg).
+    pub fsum: bool,
+    /// Wrapping 64-bit integer sum (sum of integers).
+    pub isum: bool,
+    pub min_max: bool,
+    /// Count, mean and M2 (variance).
+    pub moments: bool,
+}
+
+/// Dense accumulators, one slot per group. Vectors a query does not need stay empty.
+#[derive(Debug, Clone, Default)]
+pub struct Accumulators {
+    pub needs: Needs,
+    /// All cells, NULL or not (`count(*)`).
+    pub cells: Vec<u64>,
+    /// Non-NULL cells (`count(v)`).
+    pub n: Vec<u64>,
+    pub fsum: Vec<f64>,
+    /// Wrapping sum; unsigned sums are the same bits read as u64.
+    pub isum: Vec<i64>,
+    /// Min/max of float inputs (NaN excluded; see `nan`).
+    pub fmin: Vec<f64>,
+    pub fmax: Vec<f64>,
+    /// Min/max of integer inputs.
+    pub imin: Vec<i128>,
+    pub imax: Vec<i128>,
+    /// Whether a group saw a NaN.
+    pub nan: Vec<bool>,
+    pub mean: Vec<f64>,
+    pub m2: Vec<f64>,
+}
+
+impl Accumulators {
+    /// Accumulators for `groups` groups of a float (`float`) or integer input.
+    pub fn new(groups: usize, needs: Needs, float: bool) -> Self {
+        let v = |on: bool, x| if on { vec![x; groups] } else { vec![] };
+        Accumulators {
+            needs,
+            cells: vec![0; groups],
+            n: vec![0; groups],
+            fsum: v(needs.fsum, 0.0),
+            isum: if needs.isum { vec![0; groups] } else { vec![] },
+            fmin: v(needs.min_max && float, f64::INFINITY),
+            fmax: v(needs.min_max && float, f64::NEG_INFINITY),
+            imin: if needs.min_max && !float {
+                vec![i128::MAX; groups]
+            } else {
+                vec![]
+            },
+            imax: if needs.min_max && !float {
+                vec![i128::MIN; groups]
+            } else {
+                vec![]
+            },
+            nan: if needs.min_max && float {
+                vec![false; groups]
+            } else {
+                vec![]
+            },
+            mean: v(needs.moments, 0.0),
+            m2: v(needs.moments, 0.0),
+        }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// True when there are no groups.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Merge group `g` with a partial (n, mean, M2).
+    fn merge_moments(&mut self, g: usize, n_b: u64, mean_b: f64, m2_b: f64) {
+        let n_a = self.n[g] as f64; // n already includes n_b
+        let n_a = n_a - n_b as f64;
+        if n_b == 0 {
+            return;
+        }
+        if n_a == 0.0 {
+            self.mean[g] = mean_b;
+            self.m2[g] = m2_b;
+            return;
+        }
+        let n = n_a + n_b as f64;
+        let delta = mean_b - self.mean[g];
+        self.mean[g] += delta * n_b as f64 / n;
+        self.m2[g] += m2_b + delta * delta * n_a * n_b as f64 / n;
+    }
+
+    /// Merge `other` (same groups) into `self`.
+    pub fn merge(&mut self, other: &Accumulators) {
+        for g in 0..self.len() {
+            let nb = other.n[g];
+            self.cells[g] += other.cells[g];
+            self.n[g] += nb;
+            if self.needs.fsum {
+                self.fsum[g] += other.fsum[g];
+            }
+            if self.needs.isum {
+                self.isum[g] = self.isum[g].wrapping_add(other.isum[g]);
+            }
+            if !self.fmin.is_empty() {
+                self.fmin[g] = self.fmin[g].min(other.fmin[g]);
+                self.fmax[g] = self.fmax[g].max(other.fmax[g]);
+                self.nan[g] |= other.nan[g];
+            }
+            if !self.imin.is_empty() {
+                self.imin[g] = self.imin[g].min(other.imin[g]);
+                self.imax[g] = self.imax[g].max(other.imax[g]);
+            }
+            if self.needs.moments {
+                self.merge_moments(g, nb, other.mean[g], other.m2[g]);
+            }
+        }
+    }
+}
+
+/// A payload element type.
+pub trait Elem: Copy + PartialEq + PartialOrd + Send + Sync + 'static {
+    const FLOAT: bool;
+    const ZERO: Self;
+    const MAX: Self;
+    const MIN: Self;
+    fn f(self) -> f64;
+    fn bits(self) -> i64;
+    fn wide(self) -> i128;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const FLOAT: bool = false;
+            const ZERO: Self = 0;
+            const MAX: Self = <$t>::MAX;
+            const MIN: Self = <$t>::MIN;
+            #[inline(always)] fn f(self) -> f64 { self as f64 }
+            #[inline(always)] fn bits(self) -> i64 { self as i64 }
+            #[inline(always)] fn wide(self) -> i128 { self as i128 }
+            #[inline(always)] fn is_nan(self) -> bool { false }
+        }
+    )*};
+}
+int_elem!(i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! float_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const FLOAT: bool = true;
+            const ZERO: Self = 0.0;
+            const MAX: Self = <$t>::INFINITY;
+            const MIN: Self = <$t>::NEG_INFINITY;
+            #[inline(always)] fn f(self) -> f64 { self as f64 }
+            #[inline(always)] fn bits(self) -> i64 { self as i64 }
+            #[inline(always)] fn wide(self) -> i128 { self as i128 }
+            #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
+        }
+    )*};
+}
+float_elem!(f32, f64);
+
+impl Elem for f16 {
+    const FLOAT: bool = true;
+    const ZERO: Self = f16::ZERO;
+    const MAX: Self = f16::INFINITY;
+    const MIN: Self = f16::NEG_INFINITY;
+    #[inline(always)]
+    fn f(self) -> f64 {
+        self.to_f64()
+    }
+    #[inline(always)]
+    fn bits(self) -> i64 {
+        self.to_f64() as i64
+    }
+    #[inline(always)]
+    fn wide(self) -> i128 {
+        self.to_f64() as i128
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f16::is_nan(self)
+    }
+}
+
+const L: usize = 8;
+
+/// Statistics of one run (valid = not equal to the fill value).
+#[derive(Debug, Clone, Copy)]
+struct RunStats<T> {
+    n: u64,
+    fsum: f64,
+    isum: i64,
+    min: T,
+    max: T,
+    nan: bool,
+}
+
+#[inline(always)]
+fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
+    let mut n = [0u64; L];
+    let mut fs = [0f64; L];
+    let mut is = [0i64; L];
+    let mut mn = [T::MAX; L];
+    let mut mx = [T::MIN; L];
+    let chunks = run.chunks_exact(L);
+    let rest = chunks.remainder();
+    // One specialised loop per combination that matters for speed.
+    match (fill, needs.fsum || needs.moments, needs.isum, needs.min_max) {
+        (None, true, false, false) => {
+            for c in chunks {
+                for i in 0..L {
+                    fs[i] += c[i].f();
+                }
+            }
+            n[0] = (run.len() - rest.len()) as u64;
+        }
+        (None, _, _, _) => {
+            for c in chunks {
+                for i in 0..L {
+                    let x = c[i];
+                    fs[i] += x.f();
+                    is[i] = is[i].wrapping_add(x.bits());
+                    mn[i] = if x < mn[i] { x } else { mn[i] };
+                    mx[i] = if x > mx[i] { x } else { mx[i] };
+                }
+            }
+            n[0] = (run.len() - rest.len()) as u64;
+        }
+        (Some(fv), _, _, _) => {
+            for c in chunks {
+                for i in 0..L {
+                    let x = c[i];
+                    let ok = x != fv;
+                    n[i] += ok as u64;
+                    fs[i] += if ok { x.f() } else { 0.0 };
+                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
+                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
+                }
+            }
+        }
+    }
+    for &x in rest {
+        if fill == Some(x) {
+            continue;
+        }
+        n[0] += 1;
+        fs[0] += x.f();
+        is[0] = is[0].wrapping_add(x.bits());
+        mn[0] = if x < mn[0] { x } else { mn[0] };
+        mx[0] = if x > mx[0] { x } else { mx[0] };
+    }
+    let nan = T::FLOAT && needs.min_max && run.iter().any(|x| x.is_nan() && fill != Some(*x));
+    let mut out = RunStats {
+        n: n.iter().sum(),
+        // Pairwise combination of the lanes.
+        fsum: ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7])),
+        isum: is.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
+        min: T::MAX,
+        max: T::MIN,
+        nan,
+    };
+    for i in 0..L {
+        if mn[i] < out.min {
+            out.min = mn[i];
+        }
+        if mx[i] > out.max {
+            out.max = mx[i];
+        }
+    }
+    out
+}
+
+/// Sum of squared deviations from `mean` over the valid elements of `run`.
+#[inline(always)]
+fn run_m2<T: Elem>(run: &[T], fill: Option<T>, mean: f64) -> f64 {
+    let mut s = [0f64; L];
+    let chunks = run.chunks_exact(L);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for i in 0..L {
+            let d = c[i].f() - mean;
+            s[i] += if fill == Some(c[i]) { 0.0 } else { d * d };
+        }
+    }
+    let mut t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for &x in rest {
+        if fill != Some(x) {
+            t += (x.f() - mean) * (x.f() - mean);
+        }
+    }
+    t
+}
+
+/// Fold a whole run into group `g`.
+pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], fill: Option<T>) {
+    let needs = acc.needs;
+    let st = run_stats(run, fill, needs);
+    acc.cells[g] += run.len() as u64;
+    acc.n[g] += st.n;
+    if needs.fsum {
+        acc.fsum[g] += st.fsum;
+    }
+    if needs.isum {
+        acc.isum[g] = acc.isum[g].wrapping_add(st.isum);
+    }
+    if needs.min_max && st.n > 0 {
+        if T::FLOAT {
+            acc.fmin[g] = acc.fmin[g].min(st.min.f());
+            acc.fmax[g] = acc.fmax[g].max(st.max.f());
+            acc.nan[g] |= st.nan;
+        } else {
+            acc.imin[g] = acc.imin[g].min(st.min.wide());
+            acc.imax[g] = acc.imax[g].max(st.max.wide());
+        }
+    }
+    if needs.moments && st.n > 0 {
+        let mean = st.fsum / st.n as f64;
+        let m2 = run_m2(run, fill, mean);
+        acc.merge_moments(g, st.n, mean, m2);
+    }
+}
+
+/// Fold element `i` of `run` into group `g0 + i * stride`.
+pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usize, run: &[T], fill: Option<T>) {
+    let needs = acc.needs;
+    for (i, &x) in run.iter().enumerate() {
+        let g = g0 + i * stride;
+        acc.cells[g] += 1;
+        if fill == Some(x) {
+            continue;
+        }
+        acc.n[g] += 1;
+        let xf = x.f();
+        if needs.fsum {
+            acc.fsum[g] += xf;
+        }
+        if needs.isum {
+            acc.isum[g] = acc.isum[g].wrapping_add(x.bits());
+        }
+        if needs.min_max {
+            if T::FLOAT {
+                if x.is_nan() {
+                    acc.nan[g] = true;
+                } else {
+                    acc.fmin[g] = acc.fmin[g].min(xf);
+                    acc.fmax[g] = acc.fmax[g].max(xf);
+                }
+            } else {
+                acc.imin[g] = acc.imin[g].min(x.wide());
+                acc.imax[g] = acc.imax[g].max(x.wide());
+            }
+        }
+        if needs.moments {
+            // Welford.
+            let n = acc.n[g] as f64;
+            let d = xf - acc.mean[g];
+            acc.mean[g] += d / n;
+            acc.m2[g] += d * (xf - acc.mean[g]);
+        }
+    }
+}
+
+/// View little-endian payload bytes as elements, copying only when misaligned.
+pub fn elements<T: Elem>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: every Elem type is plain old data for which any bit pattern is valid.
+    let (pre, mid, post) = unsafe { bytes.align_to::<T>() };
+    if pre.is_empty() && post.is_empty() {
+        return std::borrow::Cow::Borrowed(mid);
+    }
+    let n = bytes.len() / size;
+    let mut v = vec![T::ZERO; n];
+    // SAFETY: as above; the destination holds exactly n * size bytes.
+    let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * size) };
+    dst.copy_from_slice(&bytes[..n * size]);
+    std::borrow::Cow::Owned(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute(vals: &[f64]) -> (u64, f64, f64, f64, f64) {
+        let n = vals.len() as u64;
+        let s: f64 = vals.iter().sum();
+        let mean = s / n as f64;
+        let m2: f64 = vals.iter().map(|x| (x - mean) * (x - mean)).sum();
+        let mn = vals.iter().cloned().fold(f64::INFINITY, f64::min);
+        let mx = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        (n, s, m2, mn, mx)
+    }
+
+    #[test]
+    fn runs_and_elementwise_agree_with_brute_force() {
+        let needs = Needs {
+            fsum: true,
+            isum: true,
+            min_max: true,
+            moments: true,
+        };
+        let vals: Vec<f32> = (0..53).map(|i| ((i * 37) % 19) as f32 - 7.5).collect();
+        let fill = Some(4.5f32);
+        let kept: Vec<f64> = vals.iter().filter(|v| Some(**v) != fill).map(|v| *v as f64).collect();
+        let (n, s, m2, mn, mx) = brute(&kept);
+        // Split into uneven runs into one group.
+        let mut acc = Accumulators::new(1, needs, true);
+        for r in [&vals[..5], &vals[5..30], &vals[30..]] {
+            fold_run(&mut acc, 0, r, fill);
+        }
+        assert_eq!(
+            (acc.cells[0], acc.n[0], acc.fsum[0], acc.fmin[0], acc.fmax[0]),
+            (53, n, s, mn, mx)
+        );
+        assert!((acc.m2[0] - m2).abs() < 1e-9 * m2.abs().max(1.0));
+        // Elementwise into one group per element, then merged into another accumulator.
+        let mut e = Accumulators::new(53, needs, true);
+        fold_elementwise(&mut e, 0, 1, &vals, fill);
+        assert_eq!(e.cells.iter().sum::<u64>(), 53);
+        assert_eq!(e.n.iter().sum::<u64>(), n);
+        let mut a = Accumulators::new(53, needs, true);
+        a.merge(&e);
+        a.merge(&e);
+        assert_eq!(a.fsum.iter().sum::<f64>(), 2.0 * s);
+        // Integers: wrapping sums as DataFusion.
+        let ints = [i64::MAX, 1, -3];
+        let mut acc = Accumulators::new(1, needs, false);
+        fold_run(&mut acc, 0, &ints, None);
+        assert_eq!(acc.isum[0], i64::MAX.wrapping_add(1).wrapping_add(-3));
+        assert_eq!((acc.imin[0], acc.imax[0]), (-3, i64::MAX as i128));
+        // NaN is seen.
+        let mut acc = Accumulators::new(1, needs, true);
+        fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], None);
+        assert!(acc.nan[0] && acc.fsum[0].is_nan());
+        assert_eq!((acc.fmin[0], acc.fmax[0]), (1.0, 3.0));
+    }
+
+    #[test]
+    fn misaligned_bytes_are_copied() {
+        let mut b = vec![0u8];
+        b.extend(1.5f64.to_le_bytes());
+        assert_eq!(elements::<f64>(&b[1..])[0], 1.5);
+    }
+}

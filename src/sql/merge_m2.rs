@@ -1,0 +1,254 @@
+//! `tet_var_pop`, `tet_var_samp`, `tet_stddev_pop`, `tet_stddev_samp` `(n, mean, m2)`:
+//! merge per-partition variance states (count, mean, sum of squared deviations) with
+//! Chan's formula and finish them as DataFusion's `var_pop`/`var_samp`/`stddev_pop`/
+//! `stddev_samp` would (NULL for no values; the sample forms also for one). The aggregate
+//! pushdown uses them so partial states stay exact instead of being rebuilt from sums of
+//! squares.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, UInt64Type};
+use datafusion::common::{Result, ScalarValue, internal_err};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use std::sync::Arc;
+
+/// Which statistic a merge aggregate finishes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MomentKind {
+    VarPop,
+    VarSamp,
+    StddevPop,
+    StddevSamp,
+}
+
+impl MomentKind {
+    /// All four, for registration.
+    pub const ALL: [MomentKind; 4] = [
+        MomentKind::VarPop,
+        MomentKind::VarSamp,
+        MomentKind::StddevPop,
+        MomentKind::StddevSamp,
+    ];
+
+    /// Registered name.
+    pub fn udaf_name(self) -> &'static str {
+        match self {
+            MomentKind::VarPop => "tet_var_pop",
+            MomentKind::VarSamp => "tet_var_samp",
+            MomentKind::StddevPop => "tet_stddev_pop",
+            MomentKind::StddevSamp => "tet_stddev_samp",
+        }
+    }
+
+    fn finish(self, m: Moments) -> Option<f64> {
+        let n = m.n as f64;
+        let var = match self {
+            MomentKind::VarPop | MomentKind::StddevPop if m.n > 0 => m.m2 / n,
+            MomentKind::VarSamp | MomentKind::StddevSamp if m.n > 1 => m.m2 / (n - 1.0),
+            _ => return None,
+        };
+        Some(match self {
+            MomentKind::StddevPop | MomentKind::StddevSamp => var.sqrt(),
+            _ => var,
+        })
+    }
+}
+
+/// The merge UDAF of one [`MomentKind`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct MergeMoments {
+    kind: MomentKind,
+    signature: Signature,
+}
+
+impl MergeMoments {
+    pub fn new(kind: MomentKind) -> Self {
+        MergeMoments {
+            kind,
+            signature: Signature::exact(
+                vec![DataType::UInt64, DataType::Float64, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl AggregateUDFImpl for MergeMoments {
+    fn name(&self) -> &str {
+        self.kind.udaf_name()
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn accumulator(&self, _acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(MomentsAccumulator {
+            kind: self.kind,
+            m: Moments::default(),
+        }))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new(format!("{}[n]", args.name), DataType::UInt64, true)),
+            Arc::new(Field::new(format!("{}[mean]", args.name), DataType::Float64, true)),
+            Arc::new(Field::new(format!("{}[m2]", args.name), DataType::Float64, true)),
+        ])
+    }
+}
+
+/// (n, mean, M2).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Moments {
+    pub n: u64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl Moments {
+    /// Merge another state (Chan et al.).
+    pub fn merge(&mut self, n: u64, mean: f64, m2: f64) {
+        if n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = Moments { n, mean, m2 };
+            return;
+        }
+        let (na, nb) = (self.n as f64, n as f64);
+        let total = na + nb;
+        let delta = mean - self.mean;
+        self.mean += delta * nb / total;
+        self.m2 += m2 + delta * delta * na * nb / total;
+        self.n += n;
+    }
+}
+
+/// Accumulator of the merge UDAFs.
+#[derive(Debug)]
+struct MomentsAccumulator {
+    kind: MomentKind,
+    m: Moments,
+}
+
+impl Accumulator for MomentsAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let [n, mean, m2] = values else {
+            return internal_err!("{} takes (n, mean, m2)", self.kind.udaf_name());
+        };
+        let (n, mean, m2) = (
+            n.as_primitive::<UInt64Type>(),
+            mean.as_primitive::<Float64Type>(),
+            m2.as_primitive::<Float64Type>(),
+        );
+        for i in 0..n.len() {
+            if n.is_valid(i) && mean.is_valid(i) && m2.is_valid(i) {
+                self.m.merge(n.value(i), mean.value(i), m2.value(i));
+            }
+        }
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![
+            ScalarValue::UInt64(Some(self.m.n)),
+            ScalarValue::Float64(Some(self.m.mean)),
+            ScalarValue::Float64(Some(self.m.m2)),
+        ])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Float64(self.kind.finish(self.m)))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
+}
+
+/// `tet_fmin` / `tet_fmax` `(Float64)`: min and max of floats in DataFusion's ungrouped
+/// semantics (NaN sorts above every number: max is NaN when any value is, min only when
+/// all are). DataFusion's grouped min/max skip NaN instead, so the pushdown merges float
+/// partials with these to give one answer whether or not the query groups.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FloatExtreme {
+    max: bool,
+    signature: Signature,
+}
+
+impl FloatExtreme {
+    /// The max (`true`) or min (`false`) merge.
+    pub fn new(max: bool) -> Self {
+        FloatExtreme {
+            max,
+            signature: Signature::exact(vec![DataType::Float64], Volatility::Immutable),
+        }
+    }
+}
+
+impl AggregateUDFImpl for FloatExtreme {
+    fn name(&self) -> &str {
+        if self.max { "tet_fmax" } else { "tet_fmin" }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn accumulator(&self, _acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(ExtremeAccumulator {
+            max: self.max,
+            value: None,
+        }))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![Arc::new(Field::new(
+            format!("{}[value]", args.name),
+            DataType::Float64,
+            true,
+        ))])
+    }
+}
+
+#[derive(Debug)]
+struct ExtremeAccumulator {
+    max: bool,
+    value: Option<f64>,
+}
+
+impl Accumulator for ExtremeAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let [v] = values else {
+            return internal_err!("tet_fmin/tet_fmax take one argument");
+        };
+        for x in v.as_primitive::<Float64Type>().iter().flatten() {
+            self.value = Some(match self.value {
+                None => x,
+                Some(cur) => {
+                    // Total order with NaN above every number.
+                    let x_wins = if self.max {
+                        x.is_nan() || (!cur.is_nan() && x > cur)
+                    } else {
+                        !x.is_nan() && (cur.is_nan() || x < cur)
+                    };
+                    if x_wins { x } else { cur }
+                }
+            });
+        }
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Float64(self.value)])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Float64(self.value))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
+}

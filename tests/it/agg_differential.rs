@@ -1,0 +1,243 @@
+//! Differential tests of the aggregate pushdown: on random files and random queries the
+//! pushed-down answer equals DataFusion's own plan (`SET tet.aggregate_pushdown = false`),
+//! and `TetAggregateExec` appears exactly when the rule should fire.
+
+use crate::common::{Rng, Val, ctx, rows, rows_and_scan_metrics, sorted, tempdir};
+use crate::sql_differential::Case;
+use datafusion::physical_plan::displayable;
+use datafusion::prelude::SessionContext;
+
+async fn no_pushdown() -> SessionContext {
+    let c = ctx();
+    c.sql("SET tet.aggregate_pushdown = false")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    c
+}
+
+async fn plan_text(ctx: &SessionContext, sql: &str) -> Option<String> {
+    let df = ctx.sql(sql).await.ok()?;
+    let p = df.create_physical_plan().await.ok()?;
+    Some(displayable(p.as_ref()).indent(true).to_string())
+}
+
+fn close(a: &Val, b: &Val) -> bool {
+    match (a, b) {
+        (Val::Float(x), Val::Float(y)) => {
+            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
+        }
+        _ => a == b,
+    }
+}
+
+/// Returns false when DataFusion itself refuses the query (and checks the pushdown does too).
+async fn compare(on: &SessionContext, off: &SessionContext, sql: &str, expect_pushdown: bool) -> bool {
+    let want = match off.sql(sql).await {
+        Ok(df) => df.collect().await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let Ok(_) = want else {
+        // DataFusion itself refuses the query (e.g. an aggregate not defined for Float16):
+        // the pushdown must refuse it too.
+        assert!(
+            on.sql(sql).await.is_err() || on.sql(sql).await.unwrap().collect().await.is_err(),
+            "{sql}"
+        );
+        return false;
+    };
+    let plan = plan_text(on, sql).await.unwrap();
+    assert_eq!(plan.contains("TetAggregateExec"), expect_pushdown, "{sql}\n{plan}");
+    let got = sorted(rows(on, sql).await);
+    let want = sorted(rows(off, sql).await);
+    assert_eq!(got.len(), want.len(), "{sql}");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            g.iter().zip(w).all(|(a, b)| close(a, b)),
+            "{sql}\n got {g:?}\nwant {w:?}"
+        );
+    }
+    true
+}
+
+const AGGS: &[&str] = &[
+    "count(*)",
+    "count(v)",
+    "sum(v)",
+    "avg(v)",
+    "min(v)",
+    "max(v)",
+    "var_pop(v)",
+    "var(v)",
+    "var_samp(v)",
+    "stddev_pop(v)",
+    "stddev(v)",
+    "sum(CAST(v AS DOUBLE))",
+    "max(CAST(v AS DOUBLE))",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_aggregates_equal_datafusion() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(77);
+    let mut compared = 0;
+    for k in 0..30 {
+        let case = Case::generate(&mut rng, dir.path(), k);
+        let from = format!("tet('{}', 't')", case.path);
+        for _ in 0..4 {
+            let n = case.axes.len();
+            let groups: Vec<String> = (0..n)
+                .filter(|_| rng.below(2) == 0)
+                .map(|d| case.axes[d].name.clone())
+                .collect();
+            let aggs: Vec<&str> = (0..rng.range(1, 4))
+                .map(|_| AGGS[rng.below(AGGS.len() as u64) as usize])
+                .collect();
+            let mut preds = Vec::new();
+            for d in 0..n {
+                if rng.below(3) == 0 {
+                    preds.push(case.predicate(&mut rng, d).0);
+                }
+            }
+            let where_ = if preds.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", preds.join(" AND "))
+            };
+            let select: Vec<String> = groups
+                .iter()
+                .cloned()
+                .chain(aggs.iter().map(|a| a.to_string()))
+                .collect();
+            let group_by = if groups.is_empty() {
+                String::new()
+            } else {
+                format!(" GROUP BY {}", groups.join(", "))
+            };
+            let sql = format!("SELECT {} FROM {from}{where_}{group_by}", select.join(", "));
+            compared += compare(&on, &off, &sql, true).await as usize;
+        }
+    }
+    // Most random queries are valid SQL (some compare a text label with a number).
+    assert!(compared >= 90, "only {compared} of 120 queries compared");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_shapes_around_the_aggregate() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(3);
+    // A float case with labels on some axes.
+    let case = (0..40)
+        .map(|k| Case::generate(&mut rng, dir.path(), k))
+        .find(|c| c.axes.len() >= 3 && c.dtype.is_float())
+        .unwrap();
+    let f = format!("tet('{}', 't')", case.path);
+    let (a0, a1, a2) = (&case.axes[0].name, &case.axes[1].name, &case.axes[2].name);
+    let fire = [
+        format!("SELECT {a1} AS x, {a0}, sum(v) AS s, count(*) FROM {f} GROUP BY {a0}, {a1} ORDER BY s DESC LIMIT 3"),
+        format!("SELECT {a0}, avg(v) FROM {f} GROUP BY {a0} HAVING count(*) > 1"),
+        format!("WITH g AS (SELECT {a2}, max(v) AS m FROM {f} GROUP BY {a2}) SELECT * FROM g WHERE m > 0"),
+        format!("SELECT * FROM (SELECT {a0}, stddev(v) AS sd FROM {f} GROUP BY {a0}) WHERE sd IS NOT NULL"),
+        format!("SELECT {a2}, {a0}, var_pop(v) FROM {f} GROUP BY {a2}, {a0}"),
+    ];
+    for q in &fire {
+        assert!(compare(&on, &off, q, true).await, "{q}");
+    }
+    let keep = [
+        format!("SELECT count(DISTINCT v) FROM {f}"),
+        format!("SELECT {a0}, sum(v) FILTER (WHERE {a1} = 0) FROM {f} GROUP BY {a0}"),
+        format!("SELECT v, count(*) FROM {f} GROUP BY v"),
+        format!("SELECT sum(v + 1) FROM {f}"),
+        format!("SELECT {a0}, sum(v) FROM {f} WHERE v > 0 GROUP BY {a0}"),
+        format!("SELECT median(v) FROM {f}"),
+        // A semi join sits between the aggregate and the scan.
+        format!("SELECT count(*), sum(v), min(v) FROM {f} WHERE {a0} IN (SELECT {a0} FROM {f} LIMIT 1)"),
+    ];
+    for q in &keep {
+        assert!(compare(&on, &off, q, false).await, "{q}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_selections_give_datafusions_empty_results() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(11);
+    let case = Case::generate(&mut rng, dir.path(), 0);
+    let f = format!("tet('{}', 't')", case.path);
+    let a0 = &case.axes[0].name;
+    let never = match &case.axes[0].values[0] {
+        Val::Str(_) => format!("{a0} = 'nope'"),
+        _ => format!("{a0} < -1000000"),
+    };
+    for q in [
+        format!("SELECT count(*), count(v), sum(v), avg(v), min(v), var(v) FROM {f} WHERE {never}"),
+        format!("SELECT {a0}, count(*) FROM {f} WHERE {never} GROUP BY {a0}"),
+    ] {
+        assert!(compare(&on, &off, &q, true).await, "{q}");
+    }
+    let (got, _) = rows_and_scan_metrics(&on, &format!("SELECT count(*) FROM {f} WHERE {never}")).await;
+    assert_eq!(got, vec![vec![Val::Int(0)]]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nan_infinity_and_fill_values_follow_datafusion() {
+    use datafusion_tet::format::{ChunkCodecs, DType, DatasetSpec, TetWriter};
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let vals: Vec<f64> = vec![
+        1.0,
+        f64::NAN,
+        -2.0,
+        f64::INFINITY,
+        7.0,
+        -9999.0,
+        3.5,
+        -1.0,
+        f64::NEG_INFINITY,
+        2.0,
+        -9999.0,
+        0.5,
+    ];
+    let cols: Vec<f64> = vec![1.0, 2.0, -9999.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
+    for (name, data) in [("nan", &vals), ("plain", &cols)] {
+        for dtype in [DType::F32, DType::F64] {
+            let bytes: Vec<u8> = match dtype {
+                DType::F32 => data.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect(),
+                _ => data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            };
+            let path = dir.path().join(format!("{name}_{dtype}.tet"));
+            let mut w = TetWriter::new();
+            w.dataset(
+                DatasetSpec::new("x", dtype, &[3, 4], &[2, 3], &bytes)
+                    .codecs(ChunkCodecs::Zstd(1))
+                    .dim_names(&["r", "c"])
+                    .attr("_FillValue", "-9999"),
+            )
+            .unwrap();
+            w.write_path(&path).unwrap();
+            let f = format!("tet('{}')", path.display());
+            let all = "count(*), count(v), sum(v), avg(v), min(v), max(v), var_pop(v), stddev(v)";
+            assert!(compare(&on, &off, &format!("SELECT {all} FROM {f}"), true).await);
+            // DataFusion's grouped min/max skip NaN while its ungrouped ones order NaN above
+            // every number; the pushdown gives the ungrouped answer for each group, so the
+            // oracle is DataFusion's ungrouped query per group.
+            for (axis, extent) in [("r", 3), ("c", 4)] {
+                let grouped = sorted(rows(&on, &format!("SELECT {axis}, {all} FROM {f} GROUP BY {axis}")).await);
+                assert_eq!(grouped.len(), extent);
+                for (i, row) in grouped.iter().enumerate() {
+                    let want = rows(&off, &format!("SELECT {i}, {all} FROM {f} WHERE {axis} = {i}")).await;
+                    assert!(
+                        row.iter().zip(&want[0]).all(|(a, b)| close(a, b)),
+                        "{name} {dtype} {axis}={i}: {row:?} vs {:?}",
+                        want[0]
+                    );
+                }
+            }
+        }
+    }
+}
