@@ -34,7 +34,7 @@ pub fn temperature(t: u64, i: u64, j: u64) -> f32 {
 }
 
 fn land(i: u64, j: u64) -> bool {
-    ((i / 40 + j / 60) % 3) == 0
+    (i / 40 + j / 60).is_multiple_of(3)
 }
 
 /// Write the demo file at `path`; `progress(done, total)` is called after each time step.

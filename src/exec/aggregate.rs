@@ -8,6 +8,7 @@
 //! labels are equal. Index columns are never materialised.
 
 use super::fold::{Accumulators, Elem, Needs, elements, fold_elementwise, fold_run};
+use crate::format::hyperslab::odometer_next;
 use crate::format::{DType, codec};
 use crate::io::TetSource;
 use crate::plan::{AxisSelection, ChunkTask};
@@ -313,40 +314,7 @@ impl DisplayAs for TetAggregateExec {
 }
 
 impl ExecutionPlan for TetAggregateExec {
-    fn name(&self) -> &str {
-        "TetAggregateExec"
-    }
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.cache
-    }
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !children.is_empty() {
-            return internal_err!("TetAggregateExec has no children");
-        }
-        Ok(self)
-    }
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
-    }
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
+    leaf_plan_methods!("TetAggregateExec");
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let tasks = match self.partitions.get(partition) {
@@ -399,8 +367,19 @@ impl FoldJob {
         let gi = GroupIndex::new(&self.plan, &self.selection);
         let mut acc = Accumulators::new(gi.count, self.plan.needs(), ds.dtype().is_float());
         let fill = ds.fill_value_le();
+        // Counts of cells (and of non-NULL cells when nothing can be NULL) need no payload.
+        let need_values = self
+            .plan
+            .aggs
+            .iter()
+            .any(|a| !(a.func == AggFunc::CountStar || (a.func == AggFunc::Count && fill.is_none())));
         let mut scratch = Vec::new();
         for task in tasks {
+            let start = task.tile_start(&ds.record.chunk_shape);
+            if !need_values {
+                fold_task::<u8>(&mut acc, &gi, task, &start, None, None);
+                continue;
+            }
             let (row, entry) = file.chunk(ds, task.linear);
             let stored = self
                 .source
@@ -412,11 +391,10 @@ impl FoldJob {
                 crate::format::Codec::Zstd => codec::decode(row, entry, &stored, &mut scratch)
                     .map_err(|e| DataFusionError::External(Box::new(e.in_file(&self.source.location))))?,
             };
-            let start = task.tile_start(&ds.record.chunk_shape);
             macro_rules! go {
                 ($t:ty) => {{
                     let f = fill.as_deref().map(|b| elements::<$t>(b)[0]);
-                    fold_task::<$t>(&mut acc, &gi, task, &start, &elements::<$t>(tile), f)
+                    fold_task::<$t>(&mut acc, &gi, task, &start, Some(&elements::<$t>(tile)), f)
                 }};
             }
             match ds.dtype() {
@@ -531,15 +509,31 @@ impl FoldJob {
 }
 
 /// Fold the selected cells of one chunk, coalescing runs that are contiguous in the tile
-/// and fall into the same group.
+/// and fall into the same group. Without a tile only cells are counted.
 fn fold_task<T: Elem>(
     acc: &mut Accumulators,
     gi: &GroupIndex,
     task: &ChunkTask,
     start: &[u64],
-    tile: &[T],
+    tile: Option<&[T]>,
     fill: Option<T>,
 ) {
+    let run = |acc: &mut Accumulators, g: usize, off: usize, len: usize| match tile {
+        Some(t) => fold_run(acc, g, &t[off..off + len], fill),
+        None => {
+            acc.cells[g] += len as u64;
+            acc.n[g] += len as u64;
+        }
+    };
+    let elementwise = |acc: &mut Accumulators, g0: usize, stride: usize, off: usize, len: usize| match tile {
+        Some(t) => fold_elementwise(acc, g0, stride, &t[off..off + len], fill),
+        None => {
+            for i in 0..len {
+                acc.cells[g0 + i * stride] += 1;
+                acc.n[g0 + i * stride] += 1;
+            }
+        }
+    };
     let n = task.tile_extent.len();
     let last = n - 1;
     let mut strides = vec![1usize; n];
@@ -551,6 +545,7 @@ fn fold_task<T: Elem>(
         .map(|r| r.iter().flat_map(|&(a, b)| a..b).collect())
         .collect();
     let last_grouped = gi.dense[last].is_some();
+    let extents: Vec<usize> = outer.iter().map(Vec::len).collect();
     let mut idx = vec![0usize; last];
     let mut pending: Option<(usize, usize, usize)> = None; // (offset, len, group)
     loop {
@@ -565,32 +560,23 @@ fn fold_task<T: Elem>(
             let (off, len) = (base + a as usize, (b - a) as usize);
             if last_grouped {
                 let g0 = g_outer + gi.offset(last, start[last] + a);
-                fold_elementwise(acc, g0, gi.stride[last], &tile[off..off + len], fill);
+                elementwise(acc, g0, gi.stride[last], off, len);
                 continue;
             }
             pending = match pending {
                 Some((o, l, g)) if g == g_outer && o + l == off => Some((o, l + len, g)),
                 Some((o, l, g)) => {
-                    fold_run(acc, g, &tile[o..o + l], fill);
+                    run(acc, g, o, l);
                     Some((off, len, g_outer))
                 }
                 None => Some((off, len, g_outer)),
             };
         }
-        let mut d = last;
-        loop {
-            if d == 0 {
-                if let Some((o, l, g)) = pending {
-                    fold_run(acc, g, &tile[o..o + l], fill);
-                }
-                return;
+        if !odometer_next(&mut idx, &extents) {
+            if let Some((o, l, g)) = pending {
+                run(acc, g, o, l);
             }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < outer[d].len() {
-                break;
-            }
-            idx[d] = 0;
+            return;
         }
     }
 }

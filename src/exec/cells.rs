@@ -3,6 +3,7 @@
 //! and the axis position columns arithmetically.
 
 use crate::format::DType;
+use crate::format::hyperslab::odometer_next;
 use crate::plan::ChunkTask;
 use arrow::array::{ArrayRef, PrimitiveArray};
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
@@ -28,6 +29,7 @@ pub fn for_each_selected_run(tile: &[u64], local: &[Vec<(u64, u64)>], mut f: imp
         .iter()
         .map(|r| r.iter().flat_map(|&(a, b)| a..b).collect())
         .collect();
+    let extents: Vec<usize> = outer.iter().map(Vec::len).collect();
     let mut idx = vec![0usize; n - 1];
     let mut pending: Option<(u64, u64)> = None;
     loop {
@@ -43,20 +45,11 @@ pub fn for_each_selected_run(tile: &[u64], local: &[Vec<(u64, u64)>], mut f: imp
                 None => Some((start, len)),
             };
         }
-        let mut d = n - 1;
-        loop {
-            if d == 0 {
-                if let Some(p) = pending {
-                    f(p.0, p.1);
-                }
-                return;
+        if !odometer_next(&mut idx, &extents) {
+            if let Some(p) = pending {
+                f(p.0, p.1);
             }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < outer[d].len() {
-                break;
-            }
-            idx[d] = 0;
+            return;
         }
     }
 }

@@ -3,6 +3,47 @@
 //! Owns: turning chunk tasks into Arrow batches ([`TetScanExec`]) and the metrics they
 //! report. Must not decide which chunks to read (that is `plan` and `sql`).
 
+/// The `ExecutionPlan` methods shared by this crate's leaf nodes (no children, no
+/// expressions, properties in `self.cache`, metrics in `self.metrics`).
+macro_rules! leaf_plan_methods {
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+        fn properties(&self) -> &Arc<PlanProperties> {
+            &self.cache
+        }
+        fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+            vec![]
+        }
+        fn apply_expressions(
+            &self,
+            _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        ) -> Result<TreeNodeRecursion> {
+            Ok(TreeNodeRecursion::Continue)
+        }
+        fn replace_children(
+            self: Arc<Self>,
+            children: Vec<Arc<dyn ExecutionPlan>>,
+            _options: ReplaceChildrenOptions,
+        ) -> Result<Arc<dyn ExecutionPlan>> {
+            if !children.is_empty() {
+                return internal_err!("{} has no children", $name);
+            }
+            Ok(self)
+        }
+        fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+            self.replace_children(
+                children,
+                ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
+            )
+        }
+        fn metrics(&self) -> Option<MetricsSet> {
+            Some(self.metrics.clone_inner())
+        }
+    };
+}
+
 mod aggregate;
 mod cells;
 pub mod fold;

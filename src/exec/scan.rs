@@ -168,42 +168,7 @@ impl DisplayAs for TetScanExec {
 }
 
 impl ExecutionPlan for TetScanExec {
-    fn name(&self) -> &str {
-        "TetScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.cache
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !children.is_empty() {
-            return internal_err!("TetScanExec has no children");
-        }
-        Ok(self)
-    }
-
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(datafusion::physical_plan::ChildrenPropertiesMode::Recompute),
-        )
-    }
+    leaf_plan_methods!("TetScanExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let tasks = match self.partitions.get(partition) {
@@ -242,10 +207,6 @@ impl ExecutionPlan for TetScanExec {
         let stream = futures::stream::iter(reader);
         let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
         Ok(Box::pin(datafusion::physical_plan::coop::cooperative(adapter)))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 
     fn statistics_from_inputs(&self, _input: &[Arc<Statistics>], args: &StatisticsArgs) -> Result<Arc<Statistics>> {

@@ -96,10 +96,10 @@ impl DatasetRecord {
     pub fn tile_box(&self, coords: &[u64]) -> (Vec<u64>, Vec<u64>) {
         let mut start = Vec::with_capacity(self.ndim());
         let mut extent = Vec::with_capacity(self.ndim());
-        for d in 0..self.ndim() {
-            let s = coords[d] * self.chunk_shape[d];
+        for ((&c, &chunk), &shape) in coords.iter().zip(&self.chunk_shape).zip(&self.shape) {
+            let s = c * chunk;
             start.push(s);
-            extent.push(self.chunk_shape[d].min(self.shape[d] - s));
+            extent.push(chunk.min(shape - s));
         }
         (start, extent)
     }

@@ -249,7 +249,7 @@ pub(crate) struct ZoneMapsWire {
 
 /// Decode a lower-case or upper-case hex string.
 pub(crate) fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() > 64 {
+    if !s.len().is_multiple_of(2) || s.len() > 64 {
         return None;
     }
     (0..s.len())

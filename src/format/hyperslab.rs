@@ -9,13 +9,26 @@ pub fn strides(shape: &[u64]) -> Vec<u64> {
     s
 }
 
+/// Advance a row-major multi-index `idx` over `0..extents[d]` per axis (last axis
+/// fastest). Returns false, leaving `idx` at zero, once every index has been visited.
+pub fn odometer_next(idx: &mut [usize], extents: &[usize]) -> bool {
+    for d in (0..idx.len()).rev() {
+        idx[d] += 1;
+        if idx[d] < extents[d] {
+            return true;
+        }
+        idx[d] = 0;
+    }
+    false
+}
+
 /// Call `f(outer_offset, inner_offset, run_len)` for every contiguous run along the last
 /// axis of the box `start .. start + extent` of a row-major array of `outer` shape.
 /// `outer_offset` is the element offset of the run in the array; `inner_offset` its offset
 /// in the box packed row-major. Runs come in row-major order. Empty boxes make no calls.
 pub fn for_each_run(outer: &[u64], start: &[u64], extent: &[u64], mut f: impl FnMut(u64, u64, u64)) {
     let n = outer.len();
-    if n == 0 || extent.iter().any(|&e| e == 0) {
+    if n == 0 || extent.contains(&0) {
         return;
     }
     let st = strides(outer);
@@ -48,6 +61,19 @@ pub fn for_each_run(outer: &[u64], start: &[u64], extent: &[u64], mut f: impl Fn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn odometer_visits_every_index_once() {
+        let mut idx = vec![0usize; 3];
+        let mut seen = vec![idx.clone()];
+        while odometer_next(&mut idx, &[2, 1, 3]) {
+            seen.push(idx.clone());
+        }
+        assert_eq!(seen.len(), 6);
+        assert_eq!(seen[1], vec![0, 0, 1]);
+        assert_eq!(seen[3], vec![1, 0, 0]);
+        assert!(!odometer_next(&mut [], &[]));
+    }
 
     #[test]
     fn runs_cover_the_box_in_row_major_order() {

@@ -44,6 +44,14 @@ impl Superblock {
             chunk_index_offset: r.u64()?,
             chunk_index_length: r.u64()?,
         };
+        // Every record takes at least 32 bytes: refuse absurd counts before anything else.
+        if sb.dataset_count as u64 * 32 > file_len.saturating_sub(40) {
+            return Err(FormatError::invalid(
+                "superblock",
+                "dataset_count",
+                format!("{} cannot fit in a file of {file_len} bytes", sb.dataset_count),
+            ));
+        }
         if sb.layout_version != 1 {
             return Err(FormatError::UnsupportedVersion {
                 region: "superblock",

@@ -2,6 +2,7 @@
 
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
+use crate::format::hyperslab::odometer_next;
 
 /// One chunk to read and the part of it that is selected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +60,7 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
     if axes.iter().any(|a| a.is_empty()) {
         return vec![];
     }
+    let extents: Vec<usize> = axes.iter().map(Vec::len).collect();
     let mut out = Vec::new();
     let mut idx = vec![0usize; n];
     loop {
@@ -76,17 +78,8 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
             tile_extent,
             cells,
         });
-        let mut d = n;
-        loop {
-            if d == 0 {
-                return out;
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < axes[d].len() {
-                break;
-            }
-            idx[d] = 0;
+        if !odometer_next(&mut idx, &extents) {
+            return out;
         }
     }
 }

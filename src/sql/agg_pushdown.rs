@@ -196,6 +196,10 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     else {
         return Ok(None);
     };
+    // A bare count(*) is answered by DataFusion from the scan's exact statistics.
+    if groups.is_empty() && aggs.iter().all(|a| a.func == AggFunc::CountStar) {
+        return Ok(None);
+    }
     let plan_spec = AggregatePlan {
         groups: groups.clone(),
         aggs: aggs.clone(),

@@ -87,14 +87,8 @@ fn create_external_table_stored_as_tet() {
 fn explain_analyze_shows_scan_metrics() {
     let dir = tempdir();
     sample(dir.path());
-    let (ok, out, err) = tet_sql(
-        &[
-            "-q",
-            "-c",
-            "EXPLAIN ANALYZE SELECT sum(v) FROM tet('w.tet') WHERE row = 0",
-        ],
-        dir.path(),
-    );
+    let scan = "EXPLAIN ANALYZE SELECT v FROM tet('w.tet') WHERE row = 0";
+    let (ok, out, err) = tet_sql(&["-q", "-c", scan], dir.path());
     assert!(ok, "{err}");
     for m in [
         "TetScanExec",
@@ -103,6 +97,18 @@ fn explain_analyze_shows_scan_metrics() {
         "bytes_read=",
         "rows_emitted=3",
         "decode_time",
+    ] {
+        assert!(out.contains(m), "missing {m} in {out}");
+    }
+    let agg = "EXPLAIN ANALYZE SELECT col, sum(v) FROM tet('w.tet') WHERE row = 0 GROUP BY col";
+    let (ok, out, err) = tet_sql(&["-q", "-c", agg], dir.path());
+    assert!(ok, "{err}");
+    for m in [
+        "TetAggregateExec",
+        "group_by=[col]",
+        "chunks_total=2",
+        "chunks_read=2",
+        "fold_time",
     ] {
         assert!(out.contains(m), "missing {m} in {out}");
     }

@@ -197,18 +197,18 @@ pub async fn rows_and_scan_metrics(
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
     let mut metrics = std::collections::HashMap::new();
     fn walk(p: &std::sync::Arc<dyn ExecutionPlan>, m: &mut std::collections::HashMap<String, usize>) {
-        if p.name() == "TetScanExec" || p.name() == "TetAggregateExec" {
-            if let Some(set) = p.metrics() {
-                for name in [
-                    "chunks_total",
-                    "chunks_read",
-                    "chunks_pruned_by_zone",
-                    "bytes_read",
-                    "rows_emitted",
-                ] {
-                    if let Some(v) = set.sum_by_name(name) {
-                        *m.entry(name.to_string()).or_default() += v.as_usize();
-                    }
+        if (p.name() == "TetScanExec" || p.name() == "TetAggregateExec")
+            && let Some(set) = p.metrics()
+        {
+            for name in [
+                "chunks_total",
+                "chunks_read",
+                "chunks_pruned_by_zone",
+                "bytes_read",
+                "rows_emitted",
+            ] {
+                if let Some(v) = set.sum_by_name(name) {
+                    *m.entry(name.to_string()).or_default() += v.as_usize();
                 }
             }
         }

@@ -39,12 +39,12 @@ impl RandomDataset {
         };
         let dims = (rng.below(3) > 0).then(|| (0..ndim).map(|d| format!("{name}_ax{d}")).collect::<Vec<_>>());
         let mut labels = Vec::new();
-        for d in 0..ndim {
+        for (d, &extent) in shape.iter().enumerate() {
             if rng.below(3) == 0 {
                 // Labels may repeat.
                 labels.push((
                     d,
-                    (0..shape[d])
+                    (0..extent)
                         .map(|i| format!("L{}", (i * 7 + rng.below(2)) % 5))
                         .collect(),
                 ));

@@ -15,6 +15,7 @@ mod format_upstream;
 mod sql_concurrency;
 mod sql_differential;
 mod sql_fixtures;
+mod sql_schema;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

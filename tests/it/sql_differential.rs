@@ -6,6 +6,9 @@ use crate::common::{Rng, Val, ctx, random_geometry, rows, rows_and_scan_metrics,
 use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
 
 /// An axis as the oracle sees it: the value at each position.
+/// The oracle's test of one axis value.
+pub type Keep = Box<dyn Fn(&Val) -> bool>;
+
 pub struct OracleAxis {
     pub name: String,
     pub values: Vec<Val>,
@@ -103,7 +106,7 @@ impl Case {
     }
 
     /// A random predicate on axis `d`: SQL text and the oracle's test.
-    pub fn predicate(&self, rng: &mut Rng, d: usize) -> (String, Box<dyn Fn(&Val) -> bool>) {
+    pub fn predicate(&self, rng: &mut Rng, d: usize) -> (String, Keep) {
         let ax = &self.axes[d];
         let pick = |rng: &mut Rng| ax.values[rng.below(ax.values.len() as u64) as usize].clone();
         let (a, b) = (pick(rng), pick(rng));
@@ -134,7 +137,7 @@ impl Case {
     }
 
     /// Oracle rows (axis values then v) of the cells passing `keep`, and the chunks hit.
-    pub fn oracle(&self, keep: &[Option<Box<dyn Fn(&Val) -> bool>>]) -> (Vec<Vec<Val>>, usize) {
+    pub fn oracle(&self, keep: &[Option<Keep>]) -> (Vec<Vec<Val>>, usize) {
         let n = self.shape.len();
         let size = self.dtype.size();
         let cells: u64 = self.shape.iter().product();
@@ -181,7 +184,7 @@ async fn random_slices_equal_brute_force() {
         assert_eq!(sorted(got), sorted(all), "case {k} ({}) SELECT *", case.dtype);
         for q in 0..4 {
             let mut preds = Vec::new();
-            let mut keep: Vec<Option<Box<dyn Fn(&Val) -> bool>>> = Vec::new();
+            let mut keep: Vec<Option<Keep>> = Vec::new();
             for d in 0..case.axes.len() {
                 if rng.below(2) == 0 {
                     let (sql, f) = case.predicate(&mut rng, d);
