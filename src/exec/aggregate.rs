@@ -317,11 +317,7 @@ impl ExecutionPlan for TetAggregateExec {
     leaf_plan_methods!("TetAggregateExec");
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let tasks = match self.partitions.get(partition) {
-            Some(t) => t.clone(),
-            None if partition == 0 => vec![],
-            None => return internal_err!("TetAggregateExec: no partition {partition}"),
-        };
+        let tasks = super::partition_tasks(&self.partitions, partition, self.name())?;
         let m = &self.metrics;
         let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
         let bytes_read = MetricBuilder::new(m).counter("bytes_read", partition);
@@ -464,17 +460,14 @@ impl FoldJob {
                     let arr: ArrayRef = if !acc.fmin.is_empty() {
                         Arc::new(Float64Array::from_iter(touched.iter().map(|&g| {
                             nonempty(g).then(|| {
-                                let (mn, mx) = (acc.fmin[g], acc.fmax[g]);
+                                // NaN sorts above every number: it is the max when present,
+                                // and the min only when nothing else was seen (fmin stays NaN).
                                 if is_min {
-                                    if mn == f64::INFINITY && acc.nan[g] {
-                                        f64::NAN
-                                    } else {
-                                        mn
-                                    }
+                                    acc.fmin[g]
                                 } else if acc.nan[g] {
                                     f64::NAN
                                 } else {
-                                    mx
+                                    acc.fmax[g]
                                 }
                             })
                         })))

@@ -34,7 +34,7 @@ pub struct Accumulators {
     pub fsum: Vec<f64>,
     /// Wrapping sum; unsigned sums are the same bits read as u64.
     pub isum: Vec<i64>,
-    /// Min/max of float inputs (NaN excluded; see `nan`).
+    /// Min/max of the non-NaN float inputs; NaN until a group sees one (see `nan`).
     pub fmin: Vec<f64>,
     pub fmax: Vec<f64>,
     /// Min/max of integer inputs.
@@ -56,8 +56,8 @@ impl Accumulators {
             n: vec![0; groups],
             fsum: v(needs.fsum, 0.0),
             isum: if needs.isum { vec![0; groups] } else { vec![] },
-            fmin: v(needs.min_max && float, f64::INFINITY),
-            fmax: v(needs.min_max && float, f64::NEG_INFINITY),
+            fmin: v(needs.min_max && float, f64::NAN),
+            fmax: v(needs.min_max && float, f64::NAN),
             imin: if needs.min_max && !float {
                 vec![i128::MAX; groups]
             } else {
@@ -211,7 +211,8 @@ struct RunStats<T> {
     isum: i64,
     min: T,
     max: T,
-    nan: bool,
+    /// NaN elements among the valid ones.
+    nans: u64,
 }
 
 #[inline(always)]
@@ -269,7 +270,11 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
         mn[0] = if x < mn[0] { x } else { mn[0] };
         mx[0] = if x > mx[0] { x } else { mx[0] };
     }
-    let nan = T::FLOAT && needs.min_max && run.iter().any(|x| x.is_nan() && fill != Some(*x));
+    let nans = if T::FLOAT && needs.min_max {
+        run.iter().filter(|x| x.is_nan() && fill != Some(**x)).count() as u64
+    } else {
+        0
+    };
     let mut out = RunStats {
         n: n.iter().sum(),
         // Pairwise combination of the lanes.
@@ -277,7 +282,7 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
         isum: is.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
         min: T::MAX,
         max: T::MIN,
-        nan,
+        nans,
     };
     for i in 0..L {
         if mn[i] < out.min {
@@ -325,9 +330,12 @@ pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], fill: Opti
     }
     if needs.min_max && st.n > 0 {
         if T::FLOAT {
-            acc.fmin[g] = acc.fmin[g].min(st.min.f());
-            acc.fmax[g] = acc.fmax[g].max(st.max.f());
-            acc.nan[g] |= st.nan;
+            // f64::min/max ignore the NaN the slots start with.
+            if st.n > st.nans {
+                acc.fmin[g] = acc.fmin[g].min(st.min.f());
+                acc.fmax[g] = acc.fmax[g].max(st.max.f());
+            }
+            acc.nan[g] |= st.nans > 0;
         } else {
             acc.imin[g] = acc.imin[g].min(st.min.wide());
             acc.imax[g] = acc.imax[g].max(st.max.wide());
@@ -452,6 +460,16 @@ mod tests {
         fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], None);
         assert!(acc.nan[0] && acc.fsum[0].is_nan());
         assert_eq!((acc.fmin[0], acc.fmax[0]), (1.0, 3.0));
+        // Only NaN and +inf: the minimum is +inf; only NaN: no non-NaN bound at all.
+        let mut acc = Accumulators::new(2, needs, true);
+        fold_run(&mut acc, 0, &[f64::NAN, f64::INFINITY], None);
+        fold_run(&mut acc, 1, &[f64::NAN, f64::NAN], None);
+        assert_eq!((acc.fmin[0], acc.fmax[0]), (f64::INFINITY, f64::INFINITY));
+        assert!(acc.fmin[1].is_nan() && acc.nan[1]);
+        let mut e = Accumulators::new(2, needs, true);
+        fold_elementwise(&mut e, 0, 1, &[f64::INFINITY, f64::NAN], None);
+        assert_eq!(e.fmin[0], f64::INFINITY);
+        assert!(e.fmin[1].is_nan() && e.nan[1]);
     }
 
     #[test]

@@ -44,6 +44,19 @@ macro_rules! leaf_plan_methods {
     };
 }
 
+/// The chunk tasks of output `partition` (a plan with no tasks still has partition 0).
+fn partition_tasks(
+    partitions: &[Vec<crate::plan::ChunkTask>],
+    partition: usize,
+    node: &str,
+) -> datafusion::common::Result<Vec<crate::plan::ChunkTask>> {
+    match partitions.get(partition) {
+        Some(t) => Ok(t.clone()),
+        None if partition == 0 => Ok(vec![]),
+        None => datafusion::common::internal_err!("{node}: no partition {partition}"),
+    }
+}
+
 mod aggregate;
 mod cells;
 pub mod fold;

@@ -171,11 +171,7 @@ impl ExecutionPlan for TetScanExec {
     leaf_plan_methods!("TetScanExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let tasks = match self.partitions.get(partition) {
-            Some(t) => t.clone(),
-            None if partition == 0 => vec![],
-            None => return internal_err!("TetScanExec: no partition {partition}"),
-        };
+        let tasks = super::partition_tasks(&self.partitions, partition, self.name())?;
         let m = &self.metrics;
         let metrics = ScanMetrics {
             chunks_read: MetricBuilder::new(m).counter("chunks_read", partition),

@@ -204,7 +204,12 @@ async fn nan_infinity_and_fill_values_follow_datafusion() {
         0.5,
     ];
     let cols: Vec<f64> = vec![1.0, 2.0, -9999.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
-    for (name, data) in [("nan", &vals), ("plain", &cols)] {
+    // Rows of only NaN and +inf, only NaN, only fill values.
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    let edge: Vec<f64> = vec![
+        nan, inf, nan, inf, nan, nan, nan, nan, -9999.0, -9999.0, -9999.0, -9999.0,
+    ];
+    for (name, data) in [("nan", &vals), ("plain", &cols), ("edge", &edge)] {
         for dtype in [DType::F32, DType::F64] {
             let bytes: Vec<u8> = match dtype {
                 DType::F32 => data.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect(),
