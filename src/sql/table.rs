@@ -26,6 +26,10 @@ const EVAL_BLOCK: u64 = 1 << 16;
 
 /// A table over one dataset of a `.tet` file: one column per axis, then `v`.
 ///
+/// The architecture sketch opens providers asynchronously from the session's object
+/// stores; until remote files are supported this constructor is synchronous and reads
+/// local files (memory-mapped), which is also what the synchronous table functions need.
+///
 /// ```no_run
 /// # async fn demo() -> datafusion::error::Result<()> {
 /// use datafusion::prelude::SessionContext;
