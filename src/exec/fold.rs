@@ -11,6 +11,33 @@
 
 use half::f16;
 
+/// A variance state: count, mean and sum of squared deviations (M2).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Moments {
+    pub n: u64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl Moments {
+    /// Merge another state (Chan et al.).
+    pub fn merge(&mut self, n: u64, mean: f64, m2: f64) {
+        if n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = Moments { n, mean, m2 };
+            return;
+        }
+        let (na, nb) = (self.n as f64, n as f64);
+        let total = na + nb;
+        let delta = mean - self.mean;
+        self.mean += delta * nb / total;
+        self.m2 += m2 + delta * delta * na * nb / total;
+        self.n += n;
+    }
+}
+
 /// Which statistics the aggregates need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {
@@ -89,21 +116,16 @@ impl Accumulators {
     }
 
     /// Merge group `g` with a partial (n, mean, M2).
+    /// Merge group `g` with a partial (n, mean, M2); `self.n[g]` already counts `n_b`.
     fn merge_moments(&mut self, g: usize, n_b: u64, mean_b: f64, m2_b: f64) {
-        let n_a = self.n[g] as f64; // n already includes n_b
-        let n_a = n_a - n_b as f64;
-        if n_b == 0 {
-            return;
-        }
-        if n_a == 0.0 {
-            self.mean[g] = mean_b;
-            self.m2[g] = m2_b;
-            return;
-        }
-        let n = n_a + n_b as f64;
-        let delta = mean_b - self.mean[g];
-        self.mean[g] += delta * n_b as f64 / n;
-        self.m2[g] += m2_b + delta * delta * n_a * n_b as f64 / n;
+        let mut m = Moments {
+            n: self.n[g] - n_b,
+            mean: self.mean[g],
+            m2: self.m2[g],
+        };
+        m.merge(n_b, mean_b, m2_b);
+        self.mean[g] = m.mean;
+        self.m2[g] = m.m2;
     }
 
     /// Merge `other` (same groups) into `self`.

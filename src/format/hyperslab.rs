@@ -33,27 +33,18 @@ pub fn for_each_run(outer: &[u64], start: &[u64], extent: &[u64], mut f: impl Fn
     }
     let st = strides(outer);
     let run = extent[n - 1];
-    let mut idx = vec![0u64; n - 1];
+    let outer_extents: Vec<usize> = extent[..n - 1].iter().map(|&e| e as usize).collect();
+    let mut idx = vec![0usize; n - 1];
     let mut inner = 0u64;
     loop {
         let mut off = start[n - 1];
         for d in 0..n - 1 {
-            off += (start[d] + idx[d]) * st[d];
+            off += (start[d] + idx[d] as u64) * st[d];
         }
         f(off, inner, run);
         inner += run;
-        // Advance the odometer over the outer axes.
-        let mut d = n - 1;
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            idx[d] += 1;
-            if idx[d] < extent[d] {
-                break;
-            }
-            idx[d] = 0;
+        if !odometer_next(&mut idx, &outer_extents) {
+            return;
         }
     }
 }

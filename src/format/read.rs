@@ -5,7 +5,7 @@ use super::bytes::{ReadAt, read_region};
 use super::codec;
 use super::error::{FormatError, Result};
 use super::file::{Dataset, TetFile};
-use super::hyperslab::for_each_run;
+use super::hyperslab::{for_each_run, odometer_next};
 
 impl TetFile {
     /// Decode chunk `linear` (row-major chunk order) of `ds` into a fresh buffer.
@@ -57,8 +57,10 @@ impl TetFile {
         let hi: Vec<u64> = (0..n)
             .map(|d| (start[d] + extent[d] - 1) / rec.chunk_shape[d])
             .collect();
-        let mut c = lo.clone();
+        let counts: Vec<usize> = (0..n).map(|d| (hi[d] - lo[d] + 1) as usize).collect();
+        let mut ci = vec![0usize; n];
         loop {
+            let c: Vec<u64> = (0..n).map(|d| lo[d] + ci[d] as u64).collect();
             let linear = rec.linear_chunk_id(&c);
             let tile = self.read_chunk(src, ds, linear)?;
             let (tstart, textent) = rec.tile_box(&c);
@@ -79,18 +81,8 @@ impl TetFile {
                 let l = (len * size) as usize;
                 out[d..d + l].copy_from_slice(&tile[s..s + l]);
             });
-            // Next chunk in the range (odometer).
-            let mut d = n;
-            loop {
-                if d == 0 {
-                    return Ok(out);
-                }
-                d -= 1;
-                c[d] += 1;
-                if c[d] <= hi[d] {
-                    break;
-                }
-                c[d] = lo[d];
+            if !odometer_next(&mut ci, &counts) {
+                return Ok(out);
             }
         }
     }

@@ -5,6 +5,7 @@
 //! pushdown uses them so partial states stay exact instead of being rebuilt from sums of
 //! squares.
 
+use crate::exec::fold::Moments;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, UInt64Type};
 use datafusion::common::{Result, ScalarValue, internal_err};
@@ -95,33 +96,6 @@ impl AggregateUDFImpl for MergeMoments {
             Arc::new(Field::new(format!("{}[mean]", args.name), DataType::Float64, true)),
             Arc::new(Field::new(format!("{}[m2]", args.name), DataType::Float64, true)),
         ])
-    }
-}
-
-/// (n, mean, M2).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Moments {
-    pub n: u64,
-    pub mean: f64,
-    pub m2: f64,
-}
-
-impl Moments {
-    /// Merge another state (Chan et al.).
-    pub fn merge(&mut self, n: u64, mean: f64, m2: f64) {
-        if n == 0 {
-            return;
-        }
-        if self.n == 0 {
-            *self = Moments { n, mean, m2 };
-            return;
-        }
-        let (na, nb) = (self.n as f64, n as f64);
-        let total = na + nb;
-        let delta = mean - self.mean;
-        self.mean += delta * nb / total;
-        self.m2 += m2 + delta * delta * na * nb / total;
-        self.n += n;
     }
 }
 
