@@ -34,8 +34,9 @@ use std::sync::Arc;
 
 /// Register everything on `ctx`: the table functions `tet`, `tet_datasets`, `tet_chunks`,
 /// the `STORED AS TET` factory and its `tet.*` table options, the aggregate pushdown rule
-/// with its merge functions, and the `tet.*` session options
-/// (`SET tet.aggregate_pushdown = false` turns the pushdown off).
+/// with its merge functions, the `tet.*` session options (`SET tet.aggregate_pushdown =
+/// false` turns the pushdown off; `tet.coalesce_gap_bytes` & co. tune object store reads)
+/// and the session's [`io::CatalogCache`] of opened object store files.
 pub fn register(ctx: &SessionContext) {
     for kind in sql::MomentKind::ALL {
         ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(sql::MergeMoments::new(
@@ -62,4 +63,5 @@ pub fn register(ctx: &SessionContext) {
         .options_mut()
         .extensions
         .insert(sql::TetConfig::default());
+    state.config_mut().set_extension(Arc::new(io::CatalogCache::default()));
 }

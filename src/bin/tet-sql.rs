@@ -185,7 +185,10 @@ async fn run() -> Result<()> {
         rt = rt.with_disk_manager_builder(dm);
     }
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new().with_profile_mode(args.object_store_profiling));
-    rt = rt.with_object_store_registry(registry.clone());
+    // Stores nobody registered (e.g. the URL inside `tet('s3://…')`) come from the environment.
+    rt = rt.with_object_store_registry(Arc::new(datafusion_tet::io::EnvObjectStoreRegistry::new(
+        registry.clone(),
+    )));
     let ctx = SessionContext::new_with_config_rt(session_config, rt.build_arc()?).enable_url_table();
     ctx.refresh_catalogs().await?;
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(

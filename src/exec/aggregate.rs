@@ -7,6 +7,7 @@
 //! above (built by the logical rewrite in `sql`) combines partitions and groups whose
 //! labels are equal. Index columns are never materialised.
 
+use super::Payload;
 use super::fold::{Accumulators, Elem, Needs, elements, fold_elementwise, fold_run};
 use crate::format::hyperslab::odometer_next;
 use crate::format::{DType, codec};
@@ -26,6 +27,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
 };
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use half::f16;
 use std::fmt;
 use std::sync::Arc;
@@ -316,7 +319,7 @@ impl DisplayAs for TetAggregateExec {
 impl ExecutionPlan for TetAggregateExec {
     leaf_plan_methods!("TetAggregateExec");
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let tasks = super::partition_tasks(&self.partitions, partition, self.name())?;
         let m = &self.metrics;
         let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
@@ -334,12 +337,22 @@ impl ExecutionPlan for TetAggregateExec {
             selection: self.selection.clone(),
             schema: self.schema.clone(),
         };
+        let payloads = super::payload_stream(
+            self.source.clone(),
+            self.dataset,
+            tasks,
+            job.need_values(),
+            crate::sql::TetConfig::fetch_options_of(&context),
+            self.source.is_remote().then(|| super::FetchMetrics::new(m, partition)),
+        );
         let stream = futures::stream::once(Box::pin(async move {
             let _t = fold_time.timer();
-            let (acc, gi) = job.fold(&tasks, |bytes| {
-                chunks_read.add(1);
-                bytes_read.add(bytes as usize);
-            })?;
+            let (acc, gi) = job
+                .fold(payloads, |bytes| {
+                    chunks_read.add(1);
+                    bytes_read.add(bytes as usize);
+                })
+                .await?;
             job.emit(&acc, &gi)
         }));
         let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
@@ -357,30 +370,36 @@ struct FoldJob {
 }
 
 impl FoldJob {
-    fn fold(&self, tasks: &[ChunkTask], mut on_read: impl FnMut(u64)) -> Result<(Accumulators, GroupIndex)> {
+    /// Counts of cells (and of non-NULL cells when nothing can be NULL) need no payload.
+    fn need_values(&self) -> bool {
+        let ds = &self.source.catalog.datasets[self.dataset];
+        let nullable = ds.fill_value_le().is_some();
+        self.plan
+            .aggs
+            .iter()
+            .any(|a| !(a.func == AggFunc::CountStar || (a.func == AggFunc::Count && !nullable)))
+    }
+
+    async fn fold(
+        &self,
+        mut payloads: BoxStream<'static, Result<Payload>>,
+        mut on_read: impl FnMut(u64),
+    ) -> Result<(Accumulators, GroupIndex)> {
         let file = &self.source.catalog;
         let ds = &file.datasets[self.dataset];
         let gi = GroupIndex::new(&self.plan, &self.selection);
         let mut acc = Accumulators::new(gi.count, self.plan.needs(), ds.dtype().is_float());
         let fill = ds.fill_value_le();
-        // Counts of cells (and of non-NULL cells when nothing can be NULL) need no payload.
-        let need_values = self
-            .plan
-            .aggs
-            .iter()
-            .any(|a| !(a.func == AggFunc::CountStar || (a.func == AggFunc::Count && fill.is_none())));
         let mut scratch = Vec::new();
-        for task in tasks {
+        while let Some(next) = payloads.next().await {
+            let (task, stored) = next?;
+            let task = &task;
             let start = task.tile_start(&ds.record.chunk_shape);
-            if !need_values {
+            let Some(stored) = stored else {
                 fold_task::<u8>(&mut acc, &gi, task, &start, None, None);
                 continue;
-            }
+            };
             let (row, entry) = file.chunk(ds, task.linear);
-            let stored = self
-                .source
-                .span(entry.payload_offset, entry.stored_byte_len)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
             on_read(entry.stored_byte_len);
             let tile: &[u8] = match entry.codec {
                 crate::format::Codec::Raw => &stored,

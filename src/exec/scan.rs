@@ -8,6 +8,7 @@
 //! rows; a pushed limit stops each partition early. When `v` is not projected no payload
 //! is touched.
 
+use super::Payload;
 use super::cells::{axis_positions, value_array};
 use crate::format::codec;
 use crate::io::TetSource;
@@ -16,6 +17,7 @@ use crate::sql::axes::Axis;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::error::DataFusionError;
@@ -28,6 +30,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
 };
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use std::fmt;
 use std::sync::Arc;
 
@@ -186,21 +190,32 @@ impl ExecutionPlan for TetScanExec {
             total.add(self.summary.chunks_total as usize);
             pruned.add(self.summary.chunks_pruned_by_zone as usize);
         }
+        let n = self.source.catalog.datasets[self.dataset].ndim();
+        let payloads = super::payload_stream(
+            self.source.clone(),
+            self.dataset,
+            tasks,
+            self.projection.contains(&n),
+            crate::sql::TetConfig::fetch_options_of(&context),
+            self.source.is_remote().then(|| super::FetchMetrics::new(m, partition)),
+        );
         let reader = PartitionReader {
             source: self.source.clone(),
             dataset: self.dataset,
             axes: self.axes.clone(),
             projection: self.projection.clone(),
             schema: self.schema.clone(),
-            tasks,
-            next: 0,
             batch_size: context.session_config().batch_size().max(1),
             remaining: self.limit.unwrap_or(usize::MAX),
             pending: std::collections::VecDeque::new(),
             metrics,
             failed: false,
         };
-        let stream = futures::stream::iter(reader);
+        let stream = futures::stream::unfold((payloads, reader), |(mut payloads, mut reader)| async move {
+            let item = reader.next_batch(&mut payloads).await?;
+            Some((item, (payloads, reader)))
+        })
+        .boxed();
         let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
         Ok(Box::pin(datafusion::physical_plan::coop::cooperative(adapter)))
     }
@@ -228,15 +243,13 @@ struct ScanMetrics {
     decode_time: Time,
 }
 
-/// The state of one partition: an iterator of batches.
+/// The state of one partition: turns payloads into batches.
 struct PartitionReader {
     source: Arc<TetSource>,
     dataset: usize,
     axes: Arc<Vec<Axis>>,
     projection: Vec<usize>,
     schema: SchemaRef,
-    tasks: Vec<ChunkTask>,
-    next: usize,
     batch_size: usize,
     remaining: usize,
     pending: std::collections::VecDeque<RecordBatch>,
@@ -244,10 +257,10 @@ struct PartitionReader {
     failed: bool,
 }
 
-impl Iterator for PartitionReader {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl PartitionReader {
+    /// The next batch, pulling payloads as needed; `None` at the end, after an error, or
+    /// once the limit is reached.
+    async fn next_batch(&mut self, payloads: &mut BoxStream<'static, Result<Payload>>) -> Option<Result<RecordBatch>> {
         loop {
             if self.failed || self.remaining == 0 {
                 return None;
@@ -262,9 +275,8 @@ impl Iterator for PartitionReader {
                 self.metrics.rows_emitted.add(b.num_rows());
                 return Some(Ok(b));
             }
-            let task = self.tasks.get(self.next)?.clone();
-            self.next += 1;
-            if let Err(e) = self.read_chunk(&task) {
+            let next = payloads.next().await?;
+            if let Err(e) = next.and_then(|(task, stored)| self.read_chunk(&task, stored)) {
                 self.failed = true;
                 return Some(Err(e));
             }
@@ -273,7 +285,7 @@ impl Iterator for PartitionReader {
 }
 
 impl PartitionReader {
-    fn read_chunk(&mut self, task: &ChunkTask) -> Result<()> {
+    fn read_chunk(&mut self, task: &ChunkTask, stored: Option<Bytes>) -> Result<()> {
         let file = &self.source.catalog;
         let ds = &file.datasets[self.dataset];
         let n = ds.ndim();
@@ -287,10 +299,9 @@ impl PartitionReader {
                 columns.push(self.axes[c].take(&pos[..rows])?);
             } else {
                 let (row, entry) = file.chunk(ds, task.linear);
-                let stored = self
-                    .source
-                    .span(entry.payload_offset, entry.stored_byte_len)
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let Some(stored) = stored.clone() else {
+                    return internal_err!("TetScanExec: no payload fetched for chunk {}", task.linear);
+                };
                 self.metrics.chunks_read.add(1);
                 self.metrics.bytes_read.add(entry.stored_byte_len as usize);
                 let _timer = self.metrics.decode_time.timer();

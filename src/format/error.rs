@@ -56,6 +56,16 @@ pub enum FormatError {
     /// Invalid arguments given to the writer (not a file problem).
     #[error("writer: {0}")]
     Write(String),
+    /// Fetching bytes from an object store or server failed (the store's error is the source).
+    #[error("{what}: {source}")]
+    Fetch {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The object was replaced or resized after it was opened.
+    #[error("the object changed after it was opened ({detail}); re-run the query to read the new version")]
+    Changed { detail: String },
     /// An operating-system I/O error.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),

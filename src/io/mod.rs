@@ -1,18 +1,41 @@
 //! Where a file's bytes come from, and opening a file into a shareable [`TetSource`].
 //!
-//! Owns: resolving a user-given location (path or `file://` URL) to bytes, memory-mapping
-//! local files, and handing out payload spans as `bytes::Bytes` (zero-copy over the mmap).
-//! Must not parse the format itself (that is `format`) nor know about queries.
+//! Owns: resolving a user-given location to bytes — local paths and `file://` URLs are
+//! memory-mapped, `s3://`, `gs://`, `az://`, `http(s)://` URLs are read by range through
+//! the session's object store registry — and handing out payload spans as `bytes::Bytes`
+//! (zero-copy over the mmap). Must not parse the format itself (that is `format`) nor
+//! know about queries.
 
+mod cache;
+mod fetch;
 mod local;
+#[cfg(feature = "cloud")]
+mod registry;
+mod remote;
 
+pub use cache::CatalogCache;
+pub use fetch::{FetchOptions, coalesce, windows};
 pub use local::LocalFile;
+#[cfg(feature = "cloud")]
+pub use registry::EnvObjectStoreRegistry;
+pub use remote::{FetchCounters, OPEN_READ, RemoteFile};
 
 use crate::format::{FormatError, ReadAt, TetFile};
 use bytes::Bytes;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::object_store::path::Path;
+use futures::{StreamExt, TryStreamExt};
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
+
+/// Where the bytes of a [`TetSource`] live.
+#[derive(Debug)]
+enum Backing {
+    Local(LocalFile),
+    Remote(RemoteFile),
+}
 
 /// An opened, validated `.tet` file: its location, its bytes and its parsed catalog.
 pub struct TetSource {
@@ -20,7 +43,7 @@ pub struct TetSource {
     pub location: String,
     /// The absolute path or URL the bytes come from.
     pub resolved: String,
-    bytes: LocalFile,
+    backing: Backing,
     /// The validated catalog.
     pub catalog: Arc<TetFile>,
 }
@@ -34,10 +57,40 @@ impl fmt::Debug for TetSource {
     }
 }
 
+/// The bytes of some spans, and what reading them cost.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// One `Bytes` per requested span, in request order.
+    pub spans: Vec<Bytes>,
+    /// Requests sent (0 for local files).
+    pub requests: u64,
+    /// Bytes received, coalescing gaps included (0 for local files).
+    pub bytes_fetched: u64,
+}
+
+/// The URL of `location` when it names an object store rather than a local file.
+pub fn remote_url(location: &str) -> Result<Option<url::Url>, FormatError> {
+    if location.starts_with("file://") || !location.contains("://") {
+        return Ok(None);
+    }
+    let url = url::Url::parse(location)
+        .map_err(|e| FormatError::invalid("location", "URL", format!("{location:?} does not parse: {e}")))?;
+    Ok(Some(url))
+}
+
 impl TetSource {
-    /// Open and validate the file at `location` (a path, relative to the current
-    /// directory, or a `file://` URL).
+    /// Open and validate the local file at `location` (a path, relative to the current
+    /// directory, or a `file://` URL). Object store URLs need a session: use
+    /// [`TetSource::open_in`].
     pub fn open(location: &str) -> Result<Arc<TetSource>, FormatError> {
+        if remote_url(location)?.is_some() {
+            return Err(FormatError::invalid(
+                "location",
+                "scheme",
+                "object store URLs are opened through a session (TetSource::open_in, tet(), STORED AS TET)",
+            )
+            .in_file(location));
+        }
         let path = local_path(location).map_err(|e| e.in_file(location))?;
         let resolved = path.display().to_string();
         let bytes = LocalFile::open(&path).map_err(|e| e.in_file(location))?;
@@ -45,36 +98,149 @@ impl TetSource {
         Ok(Arc::new(TetSource {
             location: location.to_owned(),
             resolved,
-            bytes,
+            backing: Backing::Local(bytes),
             catalog: Arc::new(catalog),
         }))
     }
 
-    /// The stored bytes `offset .. offset + len` (zero-copy for local files).
-    pub fn span(&self, offset: u64, len: u64) -> Result<Bytes, FormatError> {
-        self.bytes.span(offset, len).map_err(|e| e.in_file(&self.location))
+    /// Open `location`: a local path (memory-mapped), or an object store URL read by range
+    /// through the store `runtime` has registered for it. With a `cache`, a URL opened
+    /// before is revalidated with one HEAD request and its catalog reused when the size
+    /// and ETag are unchanged (and dropped otherwise).
+    pub async fn open_in(
+        runtime: &RuntimeEnv,
+        cache: Option<&CatalogCache>,
+        location: &str,
+    ) -> Result<Arc<TetSource>, FormatError> {
+        let Some(url) = remote_url(location)? else {
+            return TetSource::open(location);
+        };
+        let store = runtime.object_store_registry.get_store(&url).map_err(|e| {
+            FormatError::invalid(
+                "location",
+                "object store",
+                format!(
+                    "none is registered for {}://{}: register one with SessionContext::register_object_store, \
+                     or use EnvObjectStoreRegistry / tet-sql, which build them from the environment ({e})",
+                    url.scheme(),
+                    url.host_str().unwrap_or("")
+                ),
+            )
+            .in_file(location)
+        })?;
+        let path = Path::from_url_path(url.path())
+            .map_err(|e| FormatError::invalid("location", "path", e.to_string()).in_file(location))?;
+        if let Some(cache) = cache
+            && let Some(hit) = cache.get(url.as_str())
+        {
+            let meta = RemoteFile::head(&store, &path).await.map_err(|e| e.in_file(location))?;
+            if let Backing::Remote(r) = &hit.backing
+                && r.matches(&meta)
+            {
+                r.counters().add(1, 0);
+                return Ok(hit);
+            }
+            cache.remove(url.as_str());
+        }
+        let file = RemoteFile::open(url.as_str(), store, path)
+            .await
+            .map_err(|e| e.in_file(location))?;
+        let catalog = file
+            .resolve(|r| TetFile::open(r))
+            .await
+            .map_err(|e| e.in_file(location))?;
+        let source = Arc::new(TetSource {
+            location: location.to_owned(),
+            resolved: url.to_string(),
+            backing: Backing::Remote(file),
+            catalog: Arc::new(catalog),
+        });
+        if let Some(cache) = cache {
+            cache.insert(url.as_str(), source.clone());
+        }
+        Ok(source)
+    }
+
+    /// True when the bytes come from an object store.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.backing, Backing::Remote(_))
+    }
+
+    /// Requests and bytes fetched from the object store so far (`None` for local files).
+    pub fn fetch_counters(&self) -> Option<&Arc<FetchCounters>> {
+        match &self.backing {
+            Backing::Remote(r) => Some(r.counters()),
+            Backing::Local(_) => None,
+        }
+    }
+
+    /// Run the synchronous reader `f` over the file's bytes; for object stores, fetch the
+    /// metadata it asks for (e.g. a coordinate variable) and retry until it has them.
+    pub async fn resolve<T>(&self, f: impl Fn(&dyn ReadAt) -> Result<T, FormatError>) -> Result<T, FormatError> {
+        match &self.backing {
+            Backing::Local(l) => f(l),
+            Backing::Remote(r) => r.resolve(f).await,
+        }
+        .map_err(|e| e.in_file(&self.location))
+    }
+
+    /// The stored bytes of `spans`: slices of the mmap for local files; for object stores,
+    /// coalesced range requests (see [`FetchOptions`]), at most `opts.concurrency` at once.
+    pub async fn fetch(&self, spans: &[Range<u64>], opts: &FetchOptions) -> Result<Fetched, FormatError> {
+        let remote = match &self.backing {
+            Backing::Local(l) => {
+                let spans = spans
+                    .iter()
+                    .map(|s| l.span(s.start, s.end - s.start))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| e.in_file(&self.location))?;
+                return Ok(Fetched {
+                    spans,
+                    ..Default::default()
+                });
+            }
+            Backing::Remote(r) => r,
+        };
+        let (requests, owner) = coalesce(spans, opts.coalesce_gap, opts.max_request);
+        let bodies: Vec<Bytes> = futures::stream::iter(requests.iter().cloned().map(|r| remote.get(r)))
+            .buffered(opts.concurrency.max(1))
+            .try_collect()
+            .await
+            .map_err(|e| e.in_file(&self.location))?;
+        let out = spans
+            .iter()
+            .zip(&owner)
+            .map(|(s, &k)| {
+                let base = requests[k].start;
+                bodies[k].slice((s.start - base) as usize..(s.end - base) as usize)
+            })
+            .collect();
+        Ok(Fetched {
+            spans: out,
+            requests: requests.len() as u64,
+            bytes_fetched: bodies.iter().map(|b| b.len() as u64).sum(),
+        })
     }
 }
 
 impl ReadAt for TetSource {
     fn len(&self) -> u64 {
-        self.bytes.len()
+        match &self.backing {
+            Backing::Local(l) => l.len(),
+            Backing::Remote(r) => r.len(),
+        }
     }
     fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, FormatError> {
-        self.bytes.read_at(offset, len)
+        match &self.backing {
+            Backing::Local(l) => l.read_at(offset, len),
+            Backing::Remote(r) => r.read_at(offset, len),
+        }
     }
 }
 
 /// Resolve a local location to an absolute path.
 fn local_path(location: &str) -> Result<std::path::PathBuf, FormatError> {
     let raw = location.strip_prefix("file://").unwrap_or(location);
-    if let Some((scheme, _)) = raw.split_once("://") {
-        return Err(FormatError::invalid(
-            "location",
-            "scheme",
-            format!("{scheme}:// is not supported: give a local path or a file:// URL"),
-        ));
-    }
     if raw.is_empty() {
         return Err(FormatError::invalid("location", "path", "is empty"));
     }

@@ -5,8 +5,8 @@
 //! parsing: Int64, Float64, Timestamp, else Utf8; repeats allowed), else the position as
 //! Int64.
 
-use crate::format::{DType, Dataset, FormatError, TetFile};
-use crate::io::TetSource;
+use crate::format::{DType, Dataset, FormatError, ReadAt, TetFile};
+
 use arrow::array::{
     Array, ArrayRef, Float16Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, StringArray,
     TimestampNanosecondArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
@@ -71,7 +71,7 @@ impl Axis {
 }
 
 /// Build the axes of `ds`.
-pub fn axes_of(source: &TetSource, file: &TetFile, ds: &Dataset) -> Result<Vec<Axis>, FormatError> {
+pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<Axis>, FormatError> {
     let names = ds.dim_names();
     let mut out = Vec::with_capacity(ds.ndim());
     for (d, name) in names.into_iter().enumerate() {

@@ -59,7 +59,7 @@ pub struct TetTableFactory;
 
 #[async_trait]
 impl TableProviderFactory for TetTableFactory {
-    async fn create(&self, _state: &dyn Session, cmd: &CreateExternalTable) -> Result<Arc<dyn TableProvider>> {
+    async fn create(&self, state: &dyn Session, cmd: &CreateExternalTable) -> Result<Arc<dyn TableProvider>> {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("STORED AS TET takes exactly one LOCATION, got {}", cmd.locations.len());
         };
@@ -67,13 +67,13 @@ impl TableProviderFactory for TetTableFactory {
         for (k, v) in &cmd.options {
             match k.as_str() {
                 "tet.dataset" | "format.dataset" | "dataset" => dataset = Some(v.clone()),
+                // Object store settings (datafusion-cli configures the store from these
+                // before the table is created).
+                k if k.starts_with("aws.") || k.starts_with("gcp.") => {}
                 other => return plan_err!("unknown option {other:?} for STORED AS TET (supported: 'tet.dataset')"),
             }
         }
-        let table = TetTableProvider::from_source(
-            crate::io::TetSource::open(location).map_err(super::table::to_df)?,
-            dataset.as_deref(),
-        )?;
+        let table = TetTableProvider::open(state, location, dataset.as_deref()).await?;
         if !cmd.schema.fields().is_empty() {
             let declared: Vec<_> = cmd
                 .schema

@@ -1,13 +1,13 @@
 //! Table functions: `tet(path [, dataset])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
 
-use super::table::{TetTableProvider, to_df};
+use super::table::{TetTableProvider, block_on, open_source, to_df};
 use crate::format::Codec;
 use crate::io::TetSource;
 use arrow::array::{
     ArrayRef, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt64Array, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, plan_err};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Expr;
@@ -37,8 +37,13 @@ fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) 
         .collect()
 }
 
-fn open(location: &str) -> Result<Arc<TetSource>> {
-    TetSource::open(location).map_err(to_df)
+/// Open `location` in `session`: local files directly, object store URLs by waiting on
+/// the session's store.
+fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<TetSource>> {
+    if crate::io::remote_url(location).map_err(to_df)?.is_none() {
+        return TetSource::open(location).map_err(to_df);
+    }
+    block_on(function, open_source(session, location))
 }
 
 /// `tet(path [, dataset])`: the dataset as a table (see [`TetTableProvider`]).
@@ -48,9 +53,14 @@ pub struct TetFunction;
 impl TableFunctionImpl for TetFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet", "(path [, dataset])", args.exprs(), 1, 2)?;
-        Ok(Arc::new(TetTableProvider::from_source(
-            open(&a[0])?,
-            a.get(1).map(String::as_str),
+        let dataset = a.get(1).map(String::as_str);
+        if crate::io::remote_url(&a[0]).map_err(to_df)?.is_none() {
+            return Ok(Arc::new(TetTableProvider::try_new(&a[0], dataset)?));
+        }
+        let session = args.session();
+        Ok(Arc::new(block_on(
+            "tet()",
+            TetTableProvider::open(session, &a[0], dataset),
         )?))
     }
 }
@@ -75,7 +85,7 @@ fn list_field(name: &str, item: DataType) -> Field {
 impl TableFunctionImpl for TetDatasetsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_datasets", "(path)", args.exprs(), 1, 1)?;
-        let src = open(&a[0])?;
+        let src = open(args.session(), "tet_datasets()", &a[0])?;
         let f = &src.catalog;
         let ds = &f.datasets;
         let rows = |d: &crate::format::Dataset| d.chunk_rows.iter().map(|&r| &f.chunks[r as usize]).collect::<Vec<_>>();
@@ -140,7 +150,7 @@ pub struct TetChunksFunction;
 impl TableFunctionImpl for TetChunksFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_chunks", "(path [, dataset])", args.exprs(), 1, 2)?;
-        let src = open(&a[0])?;
+        let src = open(args.session(), "tet_chunks()", &a[0])?;
         let f = &src.catalog;
         let datasets: Vec<&crate::format::Dataset> = match a.get(1) {
             Some(name) => vec![f.dataset(name).map_err(|e| to_df(e.in_file(&src.location)))?],

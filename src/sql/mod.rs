@@ -18,4 +18,4 @@ pub use factory::{TetTableFactory, TetTableOptions};
 pub use functions::{TetChunksFunction, TetDatasetsFunction, TetFunction};
 pub use merge_m2::{FloatExtreme, MergeMoments, MomentKind};
 pub use session_options::TetConfig;
-pub use table::{TetTableProvider, VALUE_COLUMN};
+pub use table::{TetTableProvider, VALUE_COLUMN, open_source};

@@ -1,16 +1,49 @@
-//! Session options of datafusion-tet: `SET tet.aggregate_pushdown = false` turns the
-//! aggregate pushdown off (used to compare against DataFusion's own plan).
+//! Session options of datafusion-tet (namespace `tet`): `SET tet.aggregate_pushdown =
+//! false` turns the aggregate pushdown off (used to compare against DataFusion's own
+//! plan); the `tet.*_bytes` / `tet.fetch_concurrency` options tune object store reads.
 
+use crate::io::FetchOptions;
 use datafusion::common::config::ConfigExtension;
+use datafusion::execution::TaskContext;
 
 datafusion::common::extensions_options! {
     /// Session options, namespace `tet`.
     pub struct TetConfig {
         /// Replace aggregations over `.tet` scans by `TetAggregateExec`.
         pub aggregate_pushdown: bool, default = true
+        /// Object stores: chunk payloads closer than this many bytes are read by one request.
+        pub coalesce_gap_bytes: u64, default = 1 << 20
+        /// Object stores: coalesced requests are split above this size.
+        pub max_request_bytes: u64, default = 8 << 20
+        /// Object stores: range requests in flight at once, per partition.
+        pub fetch_concurrency: usize, default = 8
+        /// Object stores: stored bytes fetched ahead of decoding, per partition.
+        pub fetch_window_bytes: u64, default = 32 << 20
     }
 }
 
 impl ConfigExtension for TetConfig {
     const PREFIX: &'static str = "tet";
+}
+
+impl TetConfig {
+    /// The fetch policy these options describe.
+    pub fn fetch_options(&self) -> FetchOptions {
+        FetchOptions {
+            coalesce_gap: self.coalesce_gap_bytes,
+            max_request: self.max_request_bytes.max(1),
+            concurrency: self.fetch_concurrency.max(1),
+            window: self.fetch_window_bytes.max(1),
+        }
+    }
+
+    /// The fetch policy of the session running `ctx` (defaults when `tet` is not registered).
+    pub fn fetch_options_of(ctx: &TaskContext) -> FetchOptions {
+        ctx.session_config()
+            .options()
+            .extensions
+            .get::<TetConfig>()
+            .map(TetConfig::fetch_options)
+            .unwrap_or_default()
+    }
 }

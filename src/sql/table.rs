@@ -4,7 +4,7 @@ use super::axes::{Axis, arrow_type, axes_of};
 use super::pruning::ZonePruning;
 use crate::exec::{ScanSummary, TetScanExec};
 use crate::format::FormatError;
-use crate::io::TetSource;
+use crate::io::{CatalogCache, TetSource};
 use crate::plan::{AxisSelection, chunk_tasks, split_balanced};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -26,9 +26,9 @@ const EVAL_BLOCK: u64 = 1 << 16;
 
 /// A table over one dataset of a `.tet` file: one column per axis, then `v`.
 ///
-/// The architecture sketch opens providers asynchronously from the session's object
-/// stores; until remote files are supported this constructor is synchronous and reads
-/// local files (memory-mapped), which is also what the synchronous table functions need.
+/// [`TetTableProvider::open`] opens local paths and object store URLs (`s3://`, `gs://`,
+/// `az://`, `http(s)://`) through a session; [`TetTableProvider::try_new`] is the
+/// synchronous shortcut for local files (memory-mapped).
 ///
 /// ```no_run
 /// # async fn demo() -> datafusion::error::Result<()> {
@@ -78,24 +78,64 @@ impl TetTableProvider {
         Self::from_source(source, dataset)
     }
 
-    /// Expose `dataset` of an already opened file.
-    pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+    /// Open `location` — a local path, or an object store URL read by range through the
+    /// store `session` has registered for it (see [`crate::io::EnvObjectStoreRegistry`]) —
+    /// and expose `dataset`. Files opened before in the session reuse their catalog when
+    /// the object is unchanged.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> datafusion::error::Result<()> {
+    /// use datafusion::prelude::SessionContext;
+    /// use datafusion_tet::TetTableProvider;
+    /// use std::sync::Arc;
+    /// let ctx = SessionContext::new();
+    /// datafusion_tet::register(&ctx);
+    /// // ctx.register_object_store(&url::Url::parse("s3://bucket")?, store);
+    /// let table = TetTableProvider::open(&ctx.state(), "s3://bucket/era5.tet", Some("temp")).await?;
+    /// ctx.register_table("temp", Arc::new(table))?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(session: &dyn Session, location: &str, dataset: Option<&str>) -> Result<Self> {
+        let source = open_source(session, location).await?;
+        let ds = Self::pick(&source, dataset)?;
         let file = source.catalog.clone();
-        let ds = match dataset {
-            Some(name) => file.dataset(name).map_err(|e| to_df(e.in_file(&source.location)))?,
-            None if file.datasets.len() == 1 => &file.datasets[0],
-            None => {
-                return plan_err!(
-                    "{}: the file has {} datasets ({}); name one, e.g. tet('{}', '{}')",
-                    source.location,
-                    file.datasets.len(),
-                    file.dataset_list(),
-                    source.location,
-                    file.datasets.first().map(|d| d.name()).unwrap_or("")
-                );
-            }
-        };
-        let axes = axes_of(&source, &file, ds).map_err(|e| to_df(e.in_file(&source.location)))?;
+        let axes = source
+            .resolve(|r| axes_of(r, &file, &file.datasets[ds]))
+            .await
+            .map_err(to_df)?;
+        Self::build(source, ds, axes)
+    }
+
+    /// Expose `dataset` of an already opened file (for object stores, prefer
+    /// [`TetTableProvider::open`], which fetches coordinate variables as needed).
+    pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+        let ds = Self::pick(&source, dataset)?;
+        let file = source.catalog.clone();
+        let axes =
+            axes_of(source.as_ref(), &file, &file.datasets[ds]).map_err(|e| to_df(e.in_file(&source.location)))?;
+        Self::build(source, ds, axes)
+    }
+
+    /// The directory position of `dataset` (or of the only dataset).
+    fn pick(source: &TetSource, dataset: Option<&str>) -> Result<usize> {
+        let file = &source.catalog;
+        match dataset {
+            Some(name) => Ok(file.dataset(name).map_err(|e| to_df(e.in_file(&source.location)))?.id),
+            None if file.datasets.len() == 1 => Ok(0),
+            None => plan_err!(
+                "{}: the file has {} datasets ({}); name one, e.g. tet('{}', '{}')",
+                source.location,
+                file.datasets.len(),
+                file.dataset_list(),
+                source.location,
+                file.datasets.first().map(|d| d.name()).unwrap_or("")
+            ),
+        }
+    }
+
+    fn build(source: Arc<TetSource>, ds: usize, axes: Vec<Axis>) -> Result<Self> {
+        let file = source.catalog.clone();
+        let ds = &file.datasets[ds];
         let mut fields: Vec<Field> = axes.iter().map(|a| Field::new(&a.name, a.data_type(), false)).collect();
         if axes.iter().any(|a| a.name == VALUE_COLUMN) {
             return plan_err!(
@@ -303,6 +343,28 @@ fn extreme(a: &Arc<dyn Array>, min: bool) -> Result<ScalarValue> {
 /// Format errors surface as DataFusion errors carrying the message.
 pub(crate) fn to_df(e: FormatError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// Open `location` for `session`: its object store registry and, when [`crate::register`]
+/// installed one, its [`CatalogCache`].
+pub async fn open_source(session: &dyn Session, location: &str) -> Result<Arc<TetSource>> {
+    let cache = session.config().get_extension::<CatalogCache>();
+    TetSource::open_in(session.runtime_env(), cache.as_deref(), location)
+        .await
+        .map_err(to_df)
+}
+
+/// Run `fut` from synchronous planning code (table functions are synchronous in
+/// DataFusion 55): on a multi-threaded tokio runtime the worker steps aside while it waits.
+pub(crate) fn block_on<T>(what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| h.block_on(fut)),
+        _ => plan_err!(
+            "{what} reads an object store while planning, which needs a multi-threaded tokio runtime; \
+             use CREATE EXTERNAL TABLE ... STORED AS TET or TetTableProvider::open instead"
+        ),
+    }
 }
 
 #[async_trait]

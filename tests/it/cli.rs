@@ -134,3 +134,78 @@ fn damaged_files_exit_nonzero_with_a_clear_message() {
         "{out}"
     );
 }
+
+/// `tet-sql` against moto: the store built from the environment for `tet('s3://…')`, and
+/// the one datafusion-cli builds from `CREATE EXTERNAL TABLE … OPTIONS ('aws.…')`.
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_urls_from_the_environment_and_from_ddl_options() {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let Some(moto) = crate::servers::moto() else { return };
+    let dir = tempdir();
+    sample(dir.path());
+    crate::servers::create_bucket(moto, "cli");
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&moto.endpoint)
+        .with_allow_http(true)
+        .with_bucket_name("cli")
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()
+        .unwrap();
+    let bytes = std::fs::read(dir.path().join("w.tet")).unwrap();
+    store
+        .put(&object_store::path::Path::from("dir/w.tet"), PutPayload::from(bytes))
+        .await
+        .unwrap();
+    let run = |args: &[&str], env: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tet-sql"));
+        cmd.args(args).current_dir(dir.path());
+        for k in [
+            "AWS_ENDPOINT",
+            "AWS_ENDPOINT_URL",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_REGION",
+        ] {
+            cmd.env_remove(k);
+        }
+        if env {
+            cmd.env("AWS_ENDPOINT", &moto.endpoint)
+                .env("AWS_ALLOW_HTTP", "true")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test");
+        }
+        let out = cmd.output().expect("run tet-sql");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let q = "SELECT col, sum(v) AS s FROM tet('s3://cli/dir/w.tet', 'temp') GROUP BY col ORDER BY col";
+    let (ok, out, err) = run(&["-q", "--format", "csv", "-c", q], true);
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), "col,s\neast,12.0\nwest,9.0", "{err}");
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE w STORED AS TET LOCATION 's3://cli/dir/w.tet' OPTIONS ('tet.dataset' 'temp', \
+         'aws.endpoint' '{}', 'aws.allow_http' 'true', 'aws.region' 'us-east-1', \
+         'aws.access_key_id' 'test', 'aws.secret_access_key' 'test')",
+        moto.endpoint
+    );
+    let (ok, out, err) = run(
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            &ddl,
+            "-c",
+            "SELECT count(*) AS n, max(v) AS m FROM w",
+        ],
+        false,
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.trim().ends_with("n,m\n6,6.0"), "{out}{err}");
+}

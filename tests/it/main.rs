@@ -8,10 +8,13 @@ mod agg_differential;
 #[cfg(feature = "cli")]
 mod cli;
 mod common;
+mod faulty_http;
 mod format_fixtures;
 mod format_malformed;
 mod format_roundtrip;
 mod format_upstream;
+mod remote;
+mod servers;
 mod sql_concurrency;
 mod sql_differential;
 mod sql_fixtures;

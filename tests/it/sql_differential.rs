@@ -177,17 +177,25 @@ async fn random_slices_equal_brute_force() {
     for k in 0..30 {
         let case = Case::generate(&mut rng, dir.path(), k);
         let from = format!("tet('{}', 't')", case.path);
+        check_case(&ctx, &case, &from, &mut rng, k).await;
+    }
+}
+
+/// `SELECT *` and four random slices of `case`, read through `from`, against the oracle:
+/// rows, chunks read, and count/sum/min/max over the slice.
+pub async fn check_case(ctx: &datafusion::prelude::SessionContext, case: &Case, from: &str, rng: &mut Rng, k: usize) {
+    {
         let cols: Vec<String> = case.axes.iter().map(|a| a.name.clone()).collect();
         // SELECT * equals the whole array.
         let (all, _) = case.oracle(&case.axes.iter().map(|_| None).collect::<Vec<_>>());
-        let got = rows(&ctx, &format!("SELECT * FROM {from}")).await;
+        let got = rows(ctx, &format!("SELECT * FROM {from}")).await;
         assert_eq!(sorted(got), sorted(all), "case {k} ({}) SELECT *", case.dtype);
         for q in 0..4 {
             let mut preds = Vec::new();
             let mut keep: Vec<Option<Keep>> = Vec::new();
             for d in 0..case.axes.len() {
                 if rng.below(2) == 0 {
-                    let (sql, f) = case.predicate(&mut rng, d);
+                    let (sql, f) = case.predicate(rng, d);
                     preds.push(sql);
                     keep.push(Some(f));
                 } else {
@@ -201,7 +209,7 @@ async fn random_slices_equal_brute_force() {
             };
             let (want, want_chunks) = case.oracle(&keep);
             let sql = format!("SELECT {}, v FROM {from}{where_}", cols.join(", "));
-            let (got, metrics) = rows_and_scan_metrics(&ctx, &sql).await;
+            let (got, metrics) = rows_and_scan_metrics(ctx, &sql).await;
             assert_eq!(sorted(got), sorted(want.clone()), "case {k} query {q}: {sql}");
             assert_eq!(
                 metrics.get("chunks_read").copied().unwrap_or(0),
@@ -210,7 +218,7 @@ async fn random_slices_equal_brute_force() {
             );
             // Aggregates over the same selection.
             let agg = format!("SELECT count(*), count(v), sum(CAST(v AS DOUBLE)), min(v), max(v) FROM {from}{where_}");
-            let got = rows(&ctx, &agg).await;
+            let got = rows(ctx, &agg).await;
             let vals: Vec<&Val> = want
                 .iter()
                 .map(|r| r.last().unwrap())

@@ -1,0 +1,46 @@
+//! The per-session cache of opened object store files.
+
+use super::TetSource;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Opened remote files by URL, so repeated queries reuse the parsed catalog (and the
+/// metadata bytes already fetched). An entry is only used after a HEAD request confirms
+/// the object still has the size and ETag it was opened with; otherwise it is dropped.
+///
+/// [`crate::register`] installs one per session as a `SessionConfig` extension.
+#[derive(Debug, Default)]
+pub struct CatalogCache {
+    entries: Mutex<HashMap<String, Arc<TetSource>>>,
+}
+
+impl CatalogCache {
+    /// The source opened for `url`, if any (not yet revalidated).
+    pub fn get(&self, url: &str) -> Option<Arc<TetSource>> {
+        self.lock().get(url).cloned()
+    }
+
+    /// Remember `source` as the current version of `url`.
+    pub fn insert(&self, url: &str, source: Arc<TetSource>) {
+        self.lock().insert(url.to_owned(), source);
+    }
+
+    /// Forget `url`.
+    pub fn remove(&self, url: &str) {
+        self.lock().remove(url);
+    }
+
+    /// Number of cached files.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<TetSource>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,302 @@
+//! Files in object stores (s3, gs, az, http): range reads pinned to the version opened.
+//!
+//! Opening costs two requests for typical files: the last [`OPEN_READ`] bytes (which also
+//! tell the object's size and ETag) and the first [`OPEN_READ`] bytes (superblock,
+//! directory and, usually, the whole chunk index). A region that does not fit (a large
+//! index, a metadata spill) costs one more request each. Every later read carries
+//! `If-Match` with the ETag seen at open and checks the size and ETag of the answer, so an
+//! object replaced mid-query is an error, never a mix of two versions.
+
+use crate::format::{FormatError, ReadAt};
+use bytes::Bytes;
+use datafusion::object_store::path::Path;
+use datafusion::object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Bytes read from each end of the object when opening it.
+pub const OPEN_READ: u64 = 64 * 1024;
+
+/// The largest metadata region (index, spill, coordinate variable) fetched on demand.
+const MAX_METADATA_FETCH: u64 = 1 << 30;
+
+/// How many on-demand fetches one metadata parse may trigger before giving up.
+const MAX_METADATA_ROUNDS: usize = 16;
+
+/// Requests and bytes fetched from one object, over its whole life in the session.
+#[derive(Debug, Default)]
+pub struct FetchCounters {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl FetchCounters {
+    /// GET requests sent (HEAD requests included).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+    /// Body bytes received.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+    pub(crate) fn add(&self, requests: u64, bytes: u64) {
+        self.requests.fetch_add(requests, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// One object in a store, as it was when opened.
+#[derive(Debug)]
+pub struct RemoteFile {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+    e_tag: Option<String>,
+    /// Metadata bytes fetched so far (sorted by offset, never overlapping).
+    pieces: RwLock<Vec<(u64, Bytes)>>,
+    counters: Arc<FetchCounters>,
+}
+
+impl RemoteFile {
+    /// Open `path` in `store` (reading both ends of the object). `url` is used in messages.
+    pub async fn open(url: &str, store: Arc<dyn ObjectStore>, path: Path) -> Result<RemoteFile, FormatError> {
+        let counters = Arc::new(FetchCounters::default());
+        let opts = GetOptions {
+            range: Some(GetRange::Suffix(OPEN_READ)),
+            ..Default::default()
+        };
+        let first = store.get_opts(&path, opts).await;
+        let (meta, tail) = match first {
+            Ok(res) => {
+                let meta = res.meta.clone();
+                let start = res.range.start;
+                let body = res
+                    .bytes()
+                    .await
+                    .map_err(|e| fetch_err("reading the end of the object", e))?;
+                counters.add(1, body.len() as u64);
+                (meta, (start, body))
+            }
+            // Some servers answer a range covering the whole (small) object with 200 and
+            // the whole body, which object_store refuses: read the object whole instead.
+            Err(e) if e.to_string().contains("non-partial") => {
+                let res = store.get(&path).await.map_err(|e| fetch_err("reading the object", e))?;
+                let meta = res.meta.clone();
+                let body = res.bytes().await.map_err(|e| fetch_err("reading the object", e))?;
+                counters.add(2, body.len() as u64);
+                (meta, (0, body))
+            }
+            Err(e) => return Err(fetch_err("opening the object", e)),
+        };
+        let file = RemoteFile {
+            url: url.to_owned(),
+            store,
+            path,
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            pieces: RwLock::new(vec![]),
+            counters,
+        };
+        if tail.0 as usize + tail.1.len() != meta.size as usize {
+            return Err(FormatError::Changed {
+                detail: format!(
+                    "the first answer held bytes {}..{} of a {}-byte object",
+                    tail.0,
+                    tail.0 as usize + tail.1.len(),
+                    meta.size
+                ),
+            });
+        }
+        file.insert(tail.0, tail.1);
+        if tail.0 > 0 {
+            let head = file.get(0..tail.0.min(OPEN_READ)).await?;
+            file.insert(0, head);
+        }
+        Ok(file)
+    }
+
+    /// The current size and ETag of the object (one HEAD request).
+    pub async fn head(store: &Arc<dyn ObjectStore>, path: &Path) -> Result<ObjectMeta, FormatError> {
+        store
+            .head(path)
+            .await
+            .map_err(|e| fetch_err("reading the object's metadata", e))
+    }
+
+    /// True when `meta` describes the object as it was opened.
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        meta.size == self.size && meta.e_tag == self.e_tag
+    }
+
+    /// The object's size when opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The URL given at open.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Requests and bytes fetched so far (open, metadata and payloads).
+    pub fn counters(&self) -> &Arc<FetchCounters> {
+        &self.counters
+    }
+
+    /// Fetch bytes `range` of the version opened (one request).
+    pub async fn get(&self, range: Range<u64>) -> Result<Bytes, FormatError> {
+        let what = || format!("reading bytes {}..{}", range.start, range.end);
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.e_tag.clone(),
+            ..Default::default()
+        };
+        let res = match self.store.get_opts(&self.path, opts).await {
+            Ok(r) => r,
+            Err(datafusion::object_store::Error::Precondition { .. }) => {
+                return Err(FormatError::Changed {
+                    detail: format!("its ETag is no longer {}", self.e_tag.as_deref().unwrap_or("-")),
+                });
+            }
+            Err(e) => return Err(fetch_err(&what(), e)),
+        };
+        if !self.matches(&res.meta) {
+            return Err(FormatError::Changed {
+                detail: format!(
+                    "opened with {} bytes and ETag {}, now {} bytes and ETag {}",
+                    self.size,
+                    self.e_tag.as_deref().unwrap_or("-"),
+                    res.meta.size,
+                    res.meta.e_tag.as_deref().unwrap_or("-")
+                ),
+            });
+        }
+        let body = res.bytes().await.map_err(|e| fetch_err(&what(), e))?;
+        self.counters.add(1, body.len() as u64);
+        if body.len() as u64 != range.end - range.start {
+            return Err(FormatError::Truncated {
+                region: "object body",
+                offset: range.start,
+                need: range.end - range.start,
+                file_len: self.size,
+            });
+        }
+        Ok(body)
+    }
+
+    fn insert(&self, offset: u64, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        let mut pieces = self.pieces.write().unwrap_or_else(|p| p.into_inner());
+        let at = pieces.partition_point(|(o, _)| *o < offset);
+        pieces.insert(at, (offset, bytes));
+    }
+
+    /// The metadata bytes `offset .. offset + len`, if already fetched.
+    fn cached(&self, offset: u64, len: u64) -> Option<Bytes> {
+        let pieces = self.pieces.read().unwrap_or_else(|p| p.into_inner());
+        let end = offset.checked_add(len)?;
+        pieces.iter().find_map(|(o, b)| {
+            let piece_end = *o + b.len() as u64;
+            (*o <= offset && end <= piece_end).then(|| b.slice((offset - o) as usize..(end - o) as usize))
+        })
+    }
+
+    /// Run the synchronous parse `f` over the metadata bytes, fetching whatever range it
+    /// asks for that is not there yet, and retrying (each retry adds one request).
+    pub async fn resolve<T>(&self, f: impl Fn(&dyn ReadAt) -> Result<T, FormatError>) -> Result<T, FormatError> {
+        for _ in 0..MAX_METADATA_ROUNDS {
+            let view = MetadataView {
+                file: self,
+                miss: RefCell::new(None),
+            };
+            let out = f(&view);
+            let miss = view.miss.take();
+            match (out, miss) {
+                (Ok(v), _) => return Ok(v),
+                (Err(_), Some(range)) => {
+                    let len = range.end - range.start;
+                    if len > MAX_METADATA_FETCH {
+                        return Err(FormatError::invalid(
+                            "metadata",
+                            "length",
+                            format!("{len} bytes at offset {} is more than this reader fetches", range.start),
+                        ));
+                    }
+                    // Read at least OPEN_READ, but never the whole object in one range.
+                    let end = range.end.max(range.start + OPEN_READ).min(self.size);
+                    let end = if range.start == 0 && end == self.size {
+                        range.end
+                    } else {
+                        end
+                    };
+                    let bytes = self.get(range.start..end).await?;
+                    self.insert(range.start, bytes);
+                }
+                (Err(e), None) => return Err(e),
+            }
+        }
+        Err(FormatError::invalid(
+            "metadata",
+            "regions",
+            format!("still incomplete after {MAX_METADATA_ROUNDS} fetches"),
+        ))
+    }
+}
+
+impl ReadAt for RemoteFile {
+    fn len(&self) -> u64 {
+        self.size
+    }
+    /// Reads metadata already fetched (by [`RemoteFile::resolve`]); anything else is an
+    /// error, since a synchronous caller cannot wait for the network.
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, FormatError> {
+        match self.cached(offset, len) {
+            Some(b) => Ok(Cow::Owned(b.to_vec())),
+            None => Err(FormatError::invalid(
+                "metadata",
+                "bytes",
+                format!(
+                    "{offset}..{} were not fetched when the file was opened",
+                    offset.saturating_add(len)
+                ),
+            )),
+        }
+    }
+}
+
+/// A [`ReadAt`] over the fetched metadata that records the first range it lacks.
+struct MetadataView<'a> {
+    file: &'a RemoteFile,
+    miss: RefCell<Option<Range<u64>>>,
+}
+
+impl ReadAt for MetadataView<'_> {
+    fn len(&self) -> u64 {
+        self.file.size
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, FormatError> {
+        if let Some(b) = self.file.cached(offset, len) {
+            return Ok(Cow::Owned(b.to_vec()));
+        }
+        let end = offset.saturating_add(len);
+        self.miss.borrow_mut().get_or_insert(offset..end);
+        Err(FormatError::invalid(
+            "metadata",
+            "bytes",
+            format!("{offset}..{end} not fetched yet"),
+        ))
+    }
+}
+
+fn fetch_err(what: &str, e: datafusion::object_store::Error) -> FormatError {
+    FormatError::Fetch {
+        what: what.to_owned(),
+        source: Box::new(e),
+    }
+}

@@ -1,0 +1,100 @@
+//! A minimal HTTP/1.1 file server on loopback that can break connections on purpose: it
+//! serves one object (HEAD, GET, `Range: bytes=a-b` and `bytes=-n`, ETag), and while
+//! `truncations` is positive each ranged GET sends its headers and half its body, then
+//! closes the connection. Used for the "server closes mid-read" faults, which no
+//! well-behaved real server produces on demand.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// The server's shared state.
+#[derive(Debug)]
+pub struct Faulty {
+    pub url: String,
+    body: Vec<u8>,
+    /// Ranged GETs still to cut short.
+    pub truncations: AtomicI64,
+    /// Requests answered (any method).
+    pub requests: AtomicU64,
+}
+
+/// Serve `body` at `/file.tet`; the server thread lives until the process ends.
+pub fn serve(body: Vec<u8>) -> Arc<Faulty> {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = Arc::new(Faulty {
+        url: format!("http://127.0.0.1:{port}/file.tet"),
+        body,
+        truncations: AtomicI64::new(0),
+        requests: AtomicU64::new(0),
+    });
+    let s = state.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let _ = handle(&s, conn);
+            });
+        }
+    });
+    state
+}
+
+fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut out = conn;
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let method = line.split_whitespace().next().unwrap_or("").to_string();
+    let mut range = None;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':')
+            && k.eq_ignore_ascii_case("range")
+        {
+            range = Some(v.trim().trim_start_matches("bytes=").to_string());
+        }
+    }
+    s.requests.fetch_add(1, Ordering::SeqCst);
+    let size = s.body.len() as u64;
+    let common = "ETag: \"v1\"\r\nLast-Modified: Sun, 29 Nov 2026 00:00:00 GMT\r\nConnection: close\r\n";
+    let Some(spec) = range else {
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{common}\r\n")?;
+        if method != "HEAD" {
+            out.write_all(&s.body)?;
+        }
+        return Ok(());
+    };
+    let (a, b) = spec.split_once('-').unwrap_or(("", ""));
+    let (start, end) = match (a.parse::<u64>().ok(), b.parse::<u64>().ok()) {
+        (Some(a), Some(b)) => (a, (b + 1).min(size)),
+        (Some(a), None) => (a, size),
+        (None, Some(n)) => (size.saturating_sub(n), size),
+        _ => (0, size),
+    };
+    let part = &s.body[start as usize..end as usize];
+    write!(
+        out,
+        "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{size}\r\n{common}\r\n",
+        part.len(),
+        end - 1
+    )?;
+    if method == "HEAD" {
+        return Ok(());
+    }
+    let cut = s
+        .truncations
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| (v > 0).then(|| v - 1))
+        .is_ok();
+    if cut {
+        out.write_all(&part[..part.len() / 2])?;
+        out.flush()?;
+        return Ok(()); // dropping the stream closes the connection mid-body
+    }
+    out.write_all(part)
+}

@@ -1,0 +1,530 @@
+//! Remote files through object stores, against real servers on loopback: moto (S3 API)
+//! and nginx (HTTP Range), plus a deliberately faulty HTTP server for broken connections.
+//! Results must equal the local path; byte accounting is checked by a counting wrapper
+//! around the store (independent of our own metrics).
+
+use crate::common::{Rng, Val, ctx, rows, sorted, tempdir};
+use crate::faulty_http;
+use crate::servers::{self, Server};
+use crate::sql_differential::{Case, check_case};
+use async_trait::async_trait;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use datafusion_tet::format::{ChunkCodecs, DType, DatasetSpec, TetWriter};
+use futures::stream::BoxStream;
+use object_store::aws::AmazonS3Builder;
+use object_store::http::HttpBuilder;
+use object_store::path::Path as ObjPath;
+use object_store::{
+    BackoffConfig, ClientOptions, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RetryConfig,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use url::Url;
+
+fn retry() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(100),
+            base: 2.0,
+        },
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(10),
+    }
+}
+
+fn s3_with_keys(server: &Server, bucket: &str, key: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(&server.endpoint)
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id(key)
+            .with_secret_access_key("secret")
+            .with_retry(retry())
+            .build()
+            .unwrap(),
+    )
+}
+
+fn s3(server: &Server, bucket: &str) -> Arc<dyn ObjectStore> {
+    s3_with_keys(server, bucket, "test")
+}
+
+fn http(endpoint: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        HttpBuilder::new()
+            .with_url(endpoint)
+            .with_client_options(ClientOptions::new().with_allow_http(true))
+            .with_retry(retry())
+            .build()
+            .unwrap(),
+    )
+}
+
+/// A bucket of its own on moto, with `files` uploaded; returns a counting store over it.
+async fn bucket(server: &Server, name: &str, files: &[(&str, Vec<u8>)]) -> Arc<Counting> {
+    servers::create_bucket(server, name);
+    let store = s3(server, name);
+    for (key, bytes) in files {
+        store
+            .put(&ObjPath::from(*key), PutPayload::from(bytes.clone()))
+            .await
+            .unwrap();
+    }
+    Arc::new(Counting::new(store))
+}
+
+fn register(ctx: &SessionContext, url: &str, store: Arc<dyn ObjectStore>) {
+    ctx.register_object_store(&Url::parse(url).unwrap(), store);
+}
+
+/// Counts GET/HEAD requests and the bytes each asked for.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn ObjectStore>,
+    requests: AtomicU64,
+    heads: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counting {
+    fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Counting {
+            inner,
+            requests: AtomicU64::new(0),
+            heads: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+    fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.requests.load(Ordering::SeqCst),
+            self.heads.load(Ordering::SeqCst),
+            self.bytes.load(Ordering::SeqCst),
+        )
+    }
+}
+
+impl std::fmt::Display for Counting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    async fn put_opts(
+        &self,
+        location: &ObjPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(&self, location: &ObjPath, options: GetOptions) -> object_store::Result<GetResult> {
+        let head = options.head;
+        let res = self.inner.get_opts(location, options).await?;
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        if head {
+            self.heads.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.bytes.fetch_add(res.range.end - res.range.start, Ordering::SeqCst);
+        }
+        Ok(res)
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjPath>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&ObjPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&ObjPath>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &ObjPath, to: &ObjPath, options: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// `temp[time=100, lat=20, lon=30]` f32, one time step per chunk, values = linear index.
+fn hundred_chunks(zstd: bool) -> Vec<u8> {
+    let data: Vec<u8> = (0..100 * 20 * 30).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(
+        DatasetSpec::new("temp", DType::F32, &[100, 20, 30], &[1, 20, 30], &data)
+            .dim_names(&["time", "lat", "lon"])
+            .codecs(if zstd { ChunkCodecs::Zstd(3) } else { ChunkCodecs::Raw }),
+    )
+    .unwrap();
+    let mut out = std::io::Cursor::new(Vec::new());
+    w.write(&mut out).unwrap();
+    out.into_inner()
+}
+
+/// Sum of metric `name` over the Tet nodes of `plan`.
+fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    let mut total = 0;
+    if (plan.name() == "TetScanExec" || plan.name() == "TetAggregateExec")
+        && let Some(m) = plan.metrics()
+        && let Some(v) = m.sum_by_name(name)
+    {
+        total += v.as_usize();
+    }
+    plan.children().iter().map(|c| metric(c, name)).sum::<usize>() + total
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<Val>>, Arc<dyn ExecutionPlan>) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for b in batches {
+        let cols: Vec<Vec<Val>> = b
+            .columns()
+            .iter()
+            .map(|c| crate::common::column_values(c.as_ref()))
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(cols.iter().map(|c| c[r].clone()).collect());
+        }
+    }
+    (out, plan)
+}
+
+async fn error_of(ctx: &SessionContext, sql: &str) -> String {
+    let r = async { ctx.sql(sql).await?.collect().await }.await;
+    match r {
+        Ok(_) => panic!("{sql} should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn differential_queries_on_s3_and_http_equal_the_oracle() {
+    let (Some(moto), Some(nginx)) = (servers::moto(), servers::nginx()) else {
+        return;
+    };
+    let dir = tempdir();
+    let mut rng = Rng(77);
+    let cases: Vec<Case> = (0..10).map(|k| Case::generate(&mut rng, dir.path(), k)).collect();
+    let files: Vec<(String, Vec<u8>)> = cases
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (format!("diff/case{k}.tet"), std::fs::read(&c.path).unwrap()))
+        .collect();
+    let named: Vec<(&str, Vec<u8>)> = files.iter().map(|(k, b)| (k.as_str(), b.clone())).collect();
+    let store = bucket(moto, "diff", &named).await;
+    std::fs::create_dir_all(nginx.dir.join("www/diff")).unwrap();
+    for (k, b) in &files {
+        std::fs::write(nginx.dir.join("www").join(k), b).unwrap();
+    }
+    let ctx = ctx();
+    register(&ctx, "s3://diff", store);
+    register(&ctx, &nginx.endpoint, http(&nginx.endpoint));
+    for (k, case) in cases.iter().enumerate() {
+        let mut r1 = Rng(1000 + k as u64);
+        check_case(
+            &ctx,
+            case,
+            &format!("tet('s3://diff/diff/case{k}.tet', 't')"),
+            &mut r1,
+            k,
+        )
+        .await;
+        let mut r2 = Rng(1000 + k as u64);
+        check_case(
+            &ctx,
+            case,
+            &format!("tet('{}/diff/case{k}.tet', 't')", nginx.endpoint),
+            &mut r2,
+            k,
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aggregate_pushdown_and_ddl_on_s3_equal_local() {
+    let Some(moto) = servers::moto() else { return };
+    let dir = tempdir();
+    let bytes = hundred_chunks(true);
+    let local = dir.path().join("h.tet");
+    std::fs::write(&local, &bytes).unwrap();
+    let store = bucket(moto, "agg", &[("h.tet", bytes.clone())]).await;
+    let ctx = ctx();
+    register(&ctx, "s3://agg", store);
+    ctx.sql("CREATE EXTERNAL TABLE remote STORED AS TET LOCATION 's3://agg/h.tet' OPTIONS ('tet.dataset' 'temp')")
+        .await
+        .unwrap();
+    let local_from = format!("tet('{}', 'temp')", local.display());
+    for q in [
+        "SELECT lat, avg(v), min(v), max(v), count(*) FROM {} WHERE time BETWEEN 10 AND 60 GROUP BY lat ORDER BY lat",
+        "SELECT time, stddev(v), var_pop(v), sum(v) FROM {} WHERE lon < 7 GROUP BY time ORDER BY time",
+        "SELECT count(v), sum(CAST(v AS DOUBLE)) FROM {}",
+    ] {
+        let want = rows(&ctx, &q.replace("{}", &local_from)).await;
+        for from in ["remote", "tet('s3://agg/h.tet', 'temp')"] {
+            let sql = q.replace("{}", from);
+            let (got, plan) = run(&ctx, &sql).await;
+            assert_eq!(got, want, "{sql}");
+            let text = datafusion::physical_plan::displayable(plan.as_ref())
+                .indent(true)
+                .to_string();
+            assert!(
+                text.contains("TetAggregateExec"),
+                "{sql}: aggregate not pushed down:\n{text}"
+            );
+            assert!(metric(&plan, "requests") > 0, "{sql}: no requests counted");
+        }
+    }
+    // EXPLAIN ANALYZE shows the object store metrics.
+    let (explain, _) = run(&ctx, "EXPLAIN ANALYZE SELECT avg(v) FROM remote WHERE time = 3").await;
+    let text = format!("{explain:?}");
+    assert!(text.contains("requests=1") && text.contains("bytes_fetched="), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn point_query_fetches_little_more_than_its_chunk_and_full_scans_each_byte_once() {
+    let Some(moto) = servers::moto() else { return };
+    let bytes = hundred_chunks(false);
+    let store = bucket(moto, "bytes", &[("h.tet", bytes.clone())]).await;
+    let catalog = datafusion_tet::format::TetFile::open(bytes.as_slice()).unwrap();
+    let ds = &catalog.datasets[0];
+    let entries: Vec<_> = (0..100).map(|t| catalog.chunk(ds, t).1.clone()).collect();
+    let chunk42 = entries[42].stored_byte_len;
+    let stored_total: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
+    let index_len = catalog.superblock.chunk_index_length;
+    let ctx = ctx();
+    register(&ctx, "s3://bytes", store.clone());
+
+    let (got, plan) = run(
+        &ctx,
+        "SELECT sum(v), count(*) FROM tet('s3://bytes/h.tet', 'temp') WHERE time = 42",
+    )
+    .await;
+    let want: f64 = (42 * 600..43 * 600).map(|i| i as f64).sum();
+    assert_eq!(got, vec![vec![Val::Float(want), Val::Int(600)]]);
+    let (requests, heads, fetched) = store.snapshot();
+    assert!(
+        fetched <= chunk42 + 2 * 64 * 1024 + index_len,
+        "point query fetched {fetched} bytes (chunk {chunk42}, index {index_len})"
+    );
+    assert_eq!(heads, 0);
+    assert!(requests <= 3, "open + one chunk took {requests} requests");
+    assert_eq!(metric(&plan, "requests"), 1);
+    assert_eq!(metric(&plan, "bytes_fetched") as u64, chunk42);
+
+    // The catalog is cached: the next query costs one HEAD plus its chunks.
+    let before = store.snapshot();
+    let sql = "SELECT avg(v) FROM tet('s3://bytes/h.tet', 'temp')";
+    ctx.sql("SET tet.coalesce_gap_bytes = 0").await.unwrap();
+    ctx.sql("SET tet.max_request_bytes = 1").await.unwrap();
+    let (_, plan) = run(&ctx, sql).await;
+    let after = store.snapshot();
+    assert_eq!(after.1 - before.1, 1, "one HEAD revalidates the cached catalog");
+    assert_eq!(after.2 - before.2, stored_total, "every payload byte exactly once");
+    assert_eq!(metric(&plan, "bytes_fetched") as u64, stored_total);
+    assert_eq!(metric(&plan, "requests"), 100);
+    // With coalescing the same bytes arrive in a few requests (one per window/partition).
+    ctx.sql("SET tet.coalesce_gap_bytes = 1048576").await.unwrap();
+    ctx.sql("SET tet.max_request_bytes = 8388608").await.unwrap();
+    let (got, plan) = run(&ctx, sql).await;
+    assert_eq!(
+        got,
+        vec![vec![Val::Float((0..60000).map(|i| i as f64).sum::<f64>() / 60000.0)]]
+    );
+    let payload_span = entries
+        .iter()
+        .map(|e| e.payload_offset + e.stored_byte_len)
+        .max()
+        .unwrap()
+        - entries.iter().map(|e| e.payload_offset).min().unwrap();
+    let fetched = metric(&plan, "bytes_fetched") as u64;
+    assert!(
+        (stored_total..=payload_span).contains(&fetched),
+        "{fetched} not in {stored_total}..={payload_span}"
+    );
+    assert!(
+        metric(&plan, "requests") <= 4,
+        "coalesced into {} requests",
+        metric(&plan, "requests")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_object_is_reopened_between_queries_and_an_error_within_one() {
+    let Some(moto) = servers::moto() else { return };
+    let v1 = hundred_chunks(false);
+    let store = bucket(moto, "replace", &[("h.tet", v1.clone())]).await;
+    let ctx = ctx();
+    register(&ctx, "s3://replace", store.clone());
+    let q = "SELECT max(v) FROM tet('s3://replace/h.tet', 'temp')";
+    assert_eq!(rows(&ctx, q).await, vec![vec![Val::Float(59999.0)]]);
+    // A new version (different size and ETag): the next query reopens it.
+    let data: Vec<u8> = (0..10 * 4).flat_map(|i| (i as f32 * 2.0).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("temp", DType::F32, &[10, 4], &[5, 4], &data).dim_names(&["time", "lat"]))
+        .unwrap();
+    let mut v2 = std::io::Cursor::new(Vec::new());
+    w.write(&mut v2).unwrap();
+    let v2 = v2.into_inner();
+    store.put(&ObjPath::from("h.tet"), PutPayload::from(v2)).await.unwrap();
+    assert_eq!(rows(&ctx, q).await, vec![vec![Val::Float(78.0)]]);
+
+    // Replaced after planning (the table was opened), before reading: an error, no mixing.
+    ctx.sql("CREATE EXTERNAL TABLE t STORED AS TET LOCATION 's3://replace/h.tet'")
+        .await
+        .unwrap();
+    store.put(&ObjPath::from("h.tet"), PutPayload::from(v1)).await.unwrap();
+    let e = error_of(&ctx, "SELECT sum(v) FROM t").await;
+    assert!(
+        e.contains("s3://replace/h.tet") && e.contains("changed after it was opened"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_objects_buckets_bad_credentials_and_truncated_objects_are_clear_errors() {
+    let (Some(moto), Some(auth), Some(nginx)) = (servers::moto(), servers::moto_authenticating(), servers::nginx())
+    else {
+        return;
+    };
+    let bytes = hundred_chunks(true);
+    let truncated = bytes[..bytes.len() * 2 / 3].to_vec();
+    let store = bucket(
+        moto,
+        "faults",
+        &[("h.tet", bytes.clone()), ("cut.tet", truncated.clone())],
+    )
+    .await;
+    std::fs::write(nginx.dir.join("www/cut.tet"), &truncated).unwrap();
+    let ctx = ctx();
+    register(&ctx, "s3://faults", store);
+    register(&ctx, "s3://no-such-bucket", s3(moto, "no-such-bucket"));
+    register(&ctx, "s3://locked", s3_with_keys(auth, "locked", "AKIDNOTAREALKEY"));
+    register(&ctx, &nginx.endpoint, http(&nginx.endpoint));
+    let cases = [
+        ("s3://faults/nope.tet".to_string(), vec!["not found"]),
+        (
+            "s3://no-such-bucket/h.tet".to_string(),
+            vec!["not found", "NoSuchBucket"],
+        ),
+        (
+            "s3://locked/h.tet".to_string(),
+            vec!["InvalidAccessKeyId", "403", "Forbidden"],
+        ),
+        (format!("{}/nope.tet", nginx.endpoint), vec!["not found", "404"]),
+        (
+            "s3://faults/cut.tet".to_string(),
+            vec!["need", "past the end", "outside", "footer is missing"],
+        ),
+        (
+            format!("{}/cut.tet", nginx.endpoint),
+            vec!["need", "past the end", "outside", "footer is missing"],
+        ),
+        (
+            "s3://unregistered-bucket-x/h.tet".to_string(),
+            vec!["object store", "register"],
+        ),
+    ];
+    for (url, expect) in cases {
+        for sql in [
+            format!("SELECT count(*) FROM tet('{url}', 'temp')"),
+            format!("CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{url}'"),
+        ] {
+            let e = error_of(&ctx, &sql).await;
+            assert!(e.contains(&url), "{sql}: the error does not name the URL: {e}");
+            assert!(
+                expect.iter().any(|x| e.to_lowercase().contains(&x.to_lowercase())),
+                "{sql}: expected one of {expect:?} in: {e}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_closed_mid_read_are_retried_then_reported() {
+    let bytes = hundred_chunks(false);
+    let server = faulty_http::serve(bytes);
+    let origin = server.url.trim_end_matches("/file.tet").to_string();
+    let ctx = ctx();
+    register(&ctx, &origin, http(&origin));
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE f STORED AS TET LOCATION '{}'",
+        server.url
+    ))
+    .await
+    .unwrap();
+    ctx.sql("SET tet.coalesce_gap_bytes = 0").await.unwrap();
+    let want: f64 = (0..60000).map(|i| i as f64).sum();
+    // One broken connection: object_store resumes the body and the query succeeds.
+    server.truncations.store(1, Ordering::SeqCst);
+    assert_eq!(
+        rows(&ctx, "SELECT sum(CAST(v AS DOUBLE)) FROM f").await,
+        vec![vec![Val::Float(want)]]
+    );
+    assert_eq!(server.truncations.load(Ordering::SeqCst), 0, "the fault was not hit");
+    // Every connection broken: the query fails (after the retries) naming the URL.
+    server.truncations.store(1_000_000, Ordering::SeqCst);
+    let e = error_of(&ctx, "SELECT sum(CAST(v AS DOUBLE)) FROM f").await;
+    assert!(e.contains(&server.url), "{e}");
+}
+
+#[test]
+fn tet_on_a_current_thread_runtime_explains_what_to_do() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ctx = ctx();
+        let e = error_of(&ctx, "SELECT * FROM tet('s3://bucket/x.tet')").await;
+        assert!(e.contains("multi-threaded") && e.contains("STORED AS TET"), "{e}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_do_not_depend_on_fetch_options() {
+    let Some(moto) = servers::moto() else { return };
+    let bytes = hundred_chunks(true);
+    let store = bucket(moto, "opts", &[("h.tet", bytes)]).await;
+    let ctx = ctx();
+    register(&ctx, "s3://opts", store);
+    let sql = "SELECT time, lat, lon, v FROM tet('s3://opts/h.tet', 'temp') WHERE lat = 3 AND time % 7 = 1";
+    let base = sorted(rows(&ctx, sql).await);
+    assert_eq!(base.len(), 15 * 30);
+    for (gap, max, conc, window) in [(0, 1, 1, 1), (100, 4096, 2, 3000), (1 << 20, 1 << 30, 16, 1 << 30)] {
+        for (k, v) in [
+            ("coalesce_gap_bytes", gap),
+            ("max_request_bytes", max),
+            ("fetch_concurrency", conc),
+            ("fetch_window_bytes", window),
+        ] {
+            ctx.sql(&format!("SET tet.{k} = {v}")).await.unwrap();
+        }
+        let got = sorted(rows(&ctx, sql).await);
+        assert_eq!(got, base, "gap {gap} max {max} concurrency {conc} window {window}");
+    }
+}

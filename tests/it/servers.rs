@@ -1,0 +1,183 @@
+//! Real servers on loopback for the remote-file tests, started once per test process:
+//! moto's S3 server (from PyPI), a second moto that authenticates every request (for the
+//! bad-credentials case), and nginx (Debian) serving a directory with Range support.
+//!
+//! Each server is spawned from a thread that lives as long as the test process and gets
+//! SIGKILL when the process ends (`PR_SET_PDEATHSIG`), so no server outlives the tests.
+//! Outside CI a server that cannot be started makes its tests skip with a printed
+//! notice; with `CI` (or `TET_REQUIRE_SERVERS`) set, that is a failure.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    /// `http://127.0.0.1:PORT`
+    pub endpoint: String,
+    pub port: u16,
+    /// Its working directory (nginx: `www/` is the document root).
+    pub dir: PathBuf,
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Spawn `cmd` from a thread that never ends, then wait for `port` to accept connections.
+fn spawn(name: &str, mut cmd: Command, port: u16, log: PathBuf) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdout(Stdio::from(log_file))
+        .stderr(Stdio::from(log_err))
+        .stdin(Stdio::null());
+    // SAFETY: prctl is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    std::thread::Builder::new()
+        .name(format!("{name}-keeper"))
+        .spawn(move || match cmd.spawn() {
+            Ok(child) => {
+                let _ = tx.send(Ok(()));
+                let _child = child;
+                loop {
+                    std::thread::park();
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.to_string()));
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    rx.recv().map_err(|e| e.to_string())??;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tail = std::fs::read_to_string(&log).unwrap_or_default();
+    Err(format!(
+        "{name} did not listen on port {port} within 60 s; its log:\n{tail}"
+    ))
+}
+
+fn workdir(name: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("tet-it-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir.join("tmp")).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+fn start_moto(name: &str, authenticate: bool) -> Result<Server, String> {
+    let port = free_port()?;
+    let dir = workdir(name)?;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()]);
+    if authenticate {
+        // Authenticate every request against moto's (empty) IAM: any key is unknown.
+        cmd.env("INITIAL_NO_AUTH_ACTION_COUNT", "0");
+    }
+    spawn(name, cmd, port, dir.join("server.log"))?;
+    Ok(Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        port,
+        dir,
+    })
+}
+
+fn start_nginx() -> Result<Server, String> {
+    let port = free_port()?;
+    let dir = workdir("nginx")?;
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
+         fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
+         server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).map_err(|e| e.to_string())?;
+    let bin = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "nginx"]
+        .into_iter()
+        .find(|b| !b.starts_with('/') || std::path::Path::new(b).exists())
+        .unwrap_or("nginx");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-c")
+        .arg(dir.join("nginx.conf"))
+        .arg("-p")
+        .arg(&dir)
+        .arg("-e")
+        .arg(dir.join("error.log"));
+    spawn("nginx", cmd, port, dir.join("server.log"))?;
+    Ok(Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        port,
+        dir,
+    })
+}
+
+/// Whether missing servers fail the tests instead of skipping them.
+pub fn required() -> bool {
+    std::env::var_os("CI").is_some() || std::env::var_os("TET_REQUIRE_SERVERS").is_some()
+}
+
+fn get(
+    cell: &'static OnceLock<Result<Server, String>>,
+    name: &str,
+    start: fn() -> Result<Server, String>,
+) -> Option<&'static Server> {
+    match cell.get_or_init(start) {
+        Ok(s) => Some(s),
+        Err(e) if required() => panic!("{name} could not be started, and CI requires it: {e}"),
+        Err(e) => {
+            eprintln!("NOTICE: skipping a test that needs {name}, which could not be started: {e}");
+            None
+        }
+    }
+}
+
+/// moto's S3 server (no authentication).
+pub fn moto() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "moto (S3)", || start_moto("moto", false))
+}
+
+/// moto's S3 server authenticating every request.
+pub fn moto_authenticating() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "moto (S3, authenticating)", || start_moto("moto-auth", true))
+}
+
+/// nginx serving `dir/www`.
+pub fn nginx() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "nginx", start_nginx)
+}
+
+/// Create `bucket` on an S3 server that accepts unsigned requests (moto).
+pub fn create_bucket(server: &Server, bucket: &str) {
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect to S3 server");
+    write!(
+        s,
+        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        server.port
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "creating bucket {bucket}: {reply}");
+}
