@@ -528,3 +528,55 @@ async fn results_do_not_depend_on_fetch_options() {
         assert_eq!(got, base, "gap {gap} max {max} concurrency {conc} window {window}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn large_indexes_and_coordinate_variables_are_fetched_on_demand() {
+    let Some(moto) = servers::moto() else { return };
+    // 1000 chunks: a 104 KB chunk index (more than the first read), and a coordinate
+    // variable whose payload lies just past it (in neither end of the object).
+    let time: Vec<u8> = (0..1000).flat_map(|i| (i as f64 * 0.5).to_le_bytes()).collect();
+    let data: Vec<u8> = (0..1000 * 64).flat_map(|i| ((i % 977) as f32).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("time", DType::F64, &[1000], &[1000], &time).dim_names(&["time"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("temp", DType::F32, &[1000, 64], &[1, 64], &data).dim_names(&["time", "x"]))
+        .unwrap();
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    w.write(&mut bytes).unwrap();
+    let bytes = bytes.into_inner();
+    let catalog = datafusion_tet::format::TetFile::open(bytes.as_slice()).unwrap();
+    assert!(catalog.superblock.chunk_index_length > 64 * 1024);
+    let dir = tempdir();
+    let local = dir.path().join("b.tet");
+    std::fs::write(&local, &bytes).unwrap();
+    let store = bucket(moto, "big", &[("b.tet", bytes)]).await;
+    let ctx = ctx();
+    register(&ctx, "s3://big", store.clone());
+    ctx.sql("CREATE EXTERNAL TABLE b STORED AS TET LOCATION 's3://big/b.tet' OPTIONS ('tet.dataset' 'temp')")
+        .await
+        .unwrap();
+    let (requests, heads, _) = store.snapshot();
+    assert_eq!(heads, 0);
+    // End, start, the rest of the index, the coordinate variable.
+    assert!(requests <= 4, "opening took {requests} requests");
+    let q = "SELECT time, avg(v), count(*) FROM {} WHERE time >= 490 GROUP BY time ORDER BY time";
+    let want = rows(&ctx, &q.replace("{}", &format!("tet('{}', 'temp')", local.display()))).await;
+    assert_eq!(want.len(), 20);
+    assert_eq!(want[0][0], Val::Float(490.0));
+    assert_eq!(rows(&ctx, &q.replace("{}", "b")).await, want);
+    // The catalog functions read the same catalog remotely.
+    let ds = rows(
+        &ctx,
+        "SELECT name, chunk_count FROM tet_datasets('s3://big/b.tet') ORDER BY name",
+    )
+    .await;
+    assert_eq!(
+        ds,
+        vec![
+            vec![Val::Str("temp".into()), Val::Int(1000)],
+            vec![Val::Str("time".into()), Val::Int(1)]
+        ]
+    );
+    let chunks = rows(&ctx, "SELECT count(*) FROM tet_chunks('s3://big/b.tet', 'temp')").await;
+    assert_eq!(chunks, vec![vec![Val::Int(1000)]]);
+}
