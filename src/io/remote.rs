@@ -2,7 +2,8 @@
 //!
 //! Opening costs two requests for typical files: the last [`OPEN_READ`] bytes (which also
 //! tell the object's size and ETag) and the first [`OPEN_READ`] bytes (superblock,
-//! directory and, usually, the whole chunk index). A region that does not fit (a large
+//! directory and, usually, the whole chunk index). Stores without suffix ranges (Azure)
+//! need a HEAD first. A region that does not fit (a large
 //! index, a metadata spill) costs one more request each. Every later read carries
 //! `If-Match` with the ETag seen at open and checks the size and ETag of the answer, so an
 //! object replaced mid-query is an error, never a mix of two versions.
@@ -65,12 +66,17 @@ impl RemoteFile {
     /// Open `path` in `store` (reading both ends of the object). `url` is used in messages.
     pub async fn open(url: &str, store: Arc<dyn ObjectStore>, path: Path) -> Result<RemoteFile, FormatError> {
         let counters = Arc::new(FetchCounters::default());
-        let opts = GetOptions {
+        let whole = || async {
+            let res = store.get(&path).await.map_err(|e| fetch_err("reading the object", e))?;
+            let meta = res.meta.clone();
+            let body = res.bytes().await.map_err(|e| fetch_err("reading the object", e))?;
+            Ok::<_, FormatError>((meta, (0, body)))
+        };
+        let suffix = GetOptions {
             range: Some(GetRange::Suffix(OPEN_READ)),
             ..Default::default()
         };
-        let first = store.get_opts(&path, opts).await;
-        let (meta, tail) = match first {
+        let (meta, tail) = match store.get_opts(&path, suffix).await {
             Ok(res) => {
                 let meta = res.meta.clone();
                 let start = res.range.start;
@@ -84,11 +90,35 @@ impl RemoteFile {
             // Some servers answer a range covering the whole (small) object with 200 and
             // the whole body, which object_store refuses: read the object whole instead.
             Err(e) if e.to_string().contains("non-partial") => {
-                let res = store.get(&path).await.map_err(|e| fetch_err("reading the object", e))?;
-                let meta = res.meta.clone();
-                let body = res.bytes().await.map_err(|e| fetch_err("reading the object", e))?;
-                counters.add(2, body.len() as u64);
-                (meta, (0, body))
+                let out = whole().await?;
+                counters.add(2, out.1.1.len() as u64);
+                out
+            }
+            // Azure has no suffix ranges: learn the size first, then read the end.
+            Err(datafusion::object_store::Error::NotSupported { .. }) => {
+                let meta = Self::head(&store, &path).await?;
+                let start = meta.size.saturating_sub(OPEN_READ);
+                if start == 0 {
+                    let out = whole().await?;
+                    counters.add(2, out.1.1.len() as u64);
+                    out
+                } else {
+                    let opts = GetOptions {
+                        range: Some(GetRange::Bounded(start..meta.size)),
+                        if_match: meta.e_tag.clone(),
+                        ..Default::default()
+                    };
+                    let res = store
+                        .get_opts(&path, opts)
+                        .await
+                        .map_err(|e| fetch_err("reading the end of the object", e))?;
+                    let body = res
+                        .bytes()
+                        .await
+                        .map_err(|e| fetch_err("reading the end of the object", e))?;
+                    counters.add(2, body.len() as u64);
+                    (meta, (start, body))
+                }
             }
             Err(e) => return Err(fetch_err("opening the object", e)),
         };

@@ -580,3 +580,77 @@ async fn large_indexes_and_coordinate_variables_are_fetched_on_demand() {
     let chunks = rows(&ctx, "SELECT count(*) FROM tet_chunks('s3://big/b.tet', 'temp')").await;
     assert_eq!(chunks, vec![vec![Val::Int(1000)]]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn azure_blob_storage_through_azurite() {
+    let Some(az) = servers::azurite() else { return };
+    let bytes = hundred_chunks(true);
+    servers::azure_upload(az, "tet", "cube/h.tet", &bytes);
+    let dir = tempdir();
+    let local = dir.path().join("h.tet");
+    std::fs::write(&local, &bytes).unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        object_store::azure::MicrosoftAzureBuilder::new()
+            .with_use_emulator(true)
+            .with_container_name("tet")
+            .with_retry(retry())
+            .build()
+            .unwrap(),
+    );
+    let store = Arc::new(Counting::new(store));
+    let ctx = ctx();
+    register(&ctx, "az://tet", store.clone());
+    let local_from = format!("tet('{}', 'temp')", local.display());
+    for q in [
+        "SELECT lat, avg(v), max(v), count(*) FROM {} WHERE time < 30 GROUP BY lat ORDER BY lat",
+        "SELECT time, lat, lon, v FROM {} WHERE time = 77 AND lon > 25 ORDER BY time, lat, lon",
+    ] {
+        let want = rows(&ctx, &q.replace("{}", &local_from)).await;
+        assert!(!want.is_empty());
+        assert_eq!(
+            rows(&ctx, &q.replace("{}", "tet('az://tet/cube/h.tet', 'temp')")).await,
+            want,
+            "{q}"
+        );
+    }
+    // Azure has no suffix ranges: a fresh open is HEAD, end, start.
+    let ctx = crate::common::ctx();
+    register(&ctx, "az://tet", store.clone());
+    let before = store.snapshot();
+    let (_, plan) = run(
+        &ctx,
+        "SELECT sum(v) FROM tet('az://tet/cube/h.tet', 'temp') WHERE time = 5",
+    )
+    .await;
+    let after = store.snapshot();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (4, 1),
+        "HEAD, end, start, one chunk"
+    );
+    assert_eq!(metric(&plan, "requests"), 1);
+    let e = error_of(&ctx, "SELECT * FROM tet('az://tet/cube/missing.tet')").await;
+    assert!(
+        e.contains("az://tet/cube/missing.tet") && e.to_lowercase().contains("not found"),
+        "{e}"
+    );
+
+    // tet-sql builds the Azure store from the environment (emulator mode).
+    #[cfg(feature = "cli")]
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tet-sql"))
+            .args(["-q", "--format", "csv", "-c"])
+            .arg("SELECT count(*) AS n, max(v) AS m FROM tet('az://tet/cube/h.tet', 'temp') WHERE time = 99")
+            .env("AZURE_STORAGE_USE_EMULATOR", "true")
+            .output()
+            .expect("run tet-sql");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            text.trim(),
+            "n,m\n600,59999.0",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -1,6 +1,8 @@
 //! Real servers on loopback for the remote-file tests, started once per test process:
 //! moto's S3 server (from PyPI), a second moto that authenticates every request (for the
-//! bad-credentials case), and nginx (Debian) serving a directory with Range support.
+//! bad-credentials case), nginx (Debian) serving a directory with Range support, and
+//! Azurite (Microsoft's Azure Storage emulator, from npm) on its default blob port 10000,
+//! the one object_store's emulator mode talks to.
 //!
 //! Each server is spawned from a thread that lives as long as the test process and gets
 //! SIGKILL when the process ends (`PR_SET_PDEATHSIG`), so no server outlives the tests.
@@ -12,7 +14,8 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A running server.
@@ -45,12 +48,18 @@ fn spawn(name: &str, mut cmd: Command, port: u16, log: PathBuf) -> Result<(), St
             Ok(())
         });
     }
+    let exited = Arc::new(AtomicBool::new(false));
+    let flag = exited.clone();
     std::thread::Builder::new()
         .name(format!("{name}-keeper"))
         .spawn(move || match cmd.spawn() {
-            Ok(child) => {
+            Ok(mut child) => {
                 let _ = tx.send(Ok(()));
-                let _child = child;
+                // Watch for an early exit; then stay alive (the child dies with this thread).
+                while !matches!(child.try_wait(), Ok(Some(_))) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                flag.store(true, Ordering::SeqCst);
                 loop {
                     std::thread::park();
                 }
@@ -62,16 +71,19 @@ fn spawn(name: &str, mut cmd: Command, port: u16, log: PathBuf) -> Result<(), St
         .map_err(|e| e.to_string())?;
     rx.recv().map_err(|e| e.to_string())??;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !exited.load(Ordering::SeqCst) {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let tail = std::fs::read_to_string(&log).unwrap_or_default();
-    Err(format!(
-        "{name} did not listen on port {port} within 60 s; its log:\n{tail}"
-    ))
+    let why = if exited.load(Ordering::SeqCst) {
+        "exited"
+    } else {
+        "did not listen within 60 s"
+    };
+    Err(format!("{name} {why} (port {port}); its log:\n{tail}"))
 }
 
 fn workdir(name: &str) -> Result<PathBuf, String> {
@@ -128,6 +140,71 @@ fn start_nginx() -> Result<Server, String> {
         port,
         dir,
     })
+}
+
+fn start_azurite() -> Result<Server, String> {
+    let port = 10000;
+    if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        return Err(format!("port {port} (Azurite's blob port) is already taken"));
+    }
+    let dir = workdir("azurite")?;
+    let bin = std::env::var("AZURITE_BLOB").unwrap_or_else(|_| "azurite-blob".into());
+    let mut cmd = Command::new(bin);
+    cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .args([
+            "--inMemoryPersistence",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+            "--silent",
+        ])
+        .current_dir(&dir);
+    spawn("azurite", cmd, port, dir.join("server.log"))?;
+    Ok(Server {
+        endpoint: format!("http://127.0.0.1:{port}/devstoreaccount1"),
+        port,
+        dir,
+    })
+}
+
+/// Azurite's blob service on 127.0.0.1:10000.
+pub fn azurite() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "Azurite", start_azurite)
+}
+
+/// Upload `bytes` as `container/name` to Azurite with Microsoft's Python client (the
+/// container is created if needed: object_store has no call for that).
+pub fn azure_upload(server: &Server, container: &str, name: &str, bytes: &[u8]) {
+    let file = server
+        .dir
+        .join(format!("upload-{container}-{}", name.replace('/', "_")));
+    std::fs::write(&file, bytes).unwrap();
+    let script = r#"
+import sys
+from azure.core.exceptions import ResourceExistsError
+from azure.storage.blob import BlobServiceClient
+endpoint, container, name, path = sys.argv[1:5]
+key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+svc = BlobServiceClient.from_connection_string(
+    f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={key};BlobEndpoint={endpoint};")
+try:
+    svc.create_container(container)
+except ResourceExistsError:
+    pass
+with open(path, "rb") as f:
+    svc.get_blob_client(container, name).upload_blob(f, overwrite=True)
+"#;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(python)
+        .args(["-c", script, &server.endpoint, container, name])
+        .arg(&file)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "upload to Azurite: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Whether missing servers fail the tests instead of skipping them.
