@@ -57,7 +57,7 @@ pub struct RemoteFile {
     path: Path,
     size: u64,
     e_tag: Option<String>,
-    /// Metadata bytes fetched so far (sorted by offset, never overlapping).
+    /// Metadata bytes fetched so far, sorted by offset (pieces may overlap).
     pieces: RwLock<Vec<(u64, Bytes)>>,
     counters: Arc<FetchCounters>,
 }
