@@ -11,7 +11,7 @@
 use crate::format::{FormatError, ReadAt};
 use bytes::Bytes;
 use datafusion::object_store::path::Path;
-use datafusion::object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+use datafusion::object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -68,9 +68,7 @@ impl RemoteFile {
         let counters = Arc::new(FetchCounters::default());
         let whole = || async {
             let res = store.get(&path).await.map_err(|e| fetch_err("reading the object", e))?;
-            let meta = res.meta.clone();
-            let body = res.bytes().await.map_err(|e| fetch_err("reading the object", e))?;
-            Ok::<_, FormatError>((meta, (0, body)))
+            read_response(res, "reading the object").await
         };
         let suffix = GetOptions {
             range: Some(GetRange::Suffix(OPEN_READ)),
@@ -78,14 +76,9 @@ impl RemoteFile {
         };
         let (meta, tail) = match store.get_opts(&path, suffix).await {
             Ok(res) => {
-                let meta = res.meta.clone();
-                let start = res.range.start;
-                let body = res
-                    .bytes()
-                    .await
-                    .map_err(|e| fetch_err("reading the end of the object", e))?;
-                counters.add(1, body.len() as u64);
-                (meta, (start, body))
+                let out = read_response(res, "reading the end of the object").await?;
+                counters.add(1, out.1.1.len() as u64);
+                out
             }
             // Some servers answer a range covering the whole (small) object with 200 and
             // the whole body, which object_store refuses: read the object whole instead.
@@ -98,27 +91,20 @@ impl RemoteFile {
             Err(datafusion::object_store::Error::NotSupported { .. }) => {
                 let meta = Self::head(&store, &path).await?;
                 let start = meta.size.saturating_sub(OPEN_READ);
-                if start == 0 {
-                    let out = whole().await?;
-                    counters.add(2, out.1.1.len() as u64);
-                    out
+                let out = if start == 0 {
+                    whole().await?
                 } else {
+                    let what = "reading the end of the object";
                     let opts = GetOptions {
                         range: Some(GetRange::Bounded(start..meta.size)),
                         if_match: meta.e_tag.clone(),
                         ..Default::default()
                     };
-                    let res = store
-                        .get_opts(&path, opts)
-                        .await
-                        .map_err(|e| fetch_err("reading the end of the object", e))?;
-                    let body = res
-                        .bytes()
-                        .await
-                        .map_err(|e| fetch_err("reading the end of the object", e))?;
-                    counters.add(2, body.len() as u64);
-                    (meta, (start, body))
-                }
+                    let res = store.get_opts(&path, opts).await.map_err(|e| fetch_err(what, e))?;
+                    (meta, read_response(res, what).await?.1)
+                };
+                counters.add(2, out.1.1.len() as u64);
+                out
             }
             Err(e) => return Err(fetch_err("opening the object", e)),
         };
@@ -205,7 +191,7 @@ impl RemoteFile {
                 ),
             });
         }
-        let body = res.bytes().await.map_err(|e| fetch_err(&what(), e))?;
+        let (_, (_, body)) = read_response(res, &what()).await?;
         self.counters.add(1, body.len() as u64);
         if body.len() as u64 != range.end - range.start {
             return Err(FormatError::Truncated {
@@ -322,6 +308,14 @@ impl ReadAt for MetadataView<'_> {
             format!("{offset}..{end} not fetched yet"),
         ))
     }
+}
+
+/// The metadata, first offset and body of a GET answer (errors reading the body say `what`).
+async fn read_response(res: GetResult, what: &str) -> Result<(ObjectMeta, (u64, Bytes)), FormatError> {
+    let meta = res.meta.clone();
+    let start = res.range.start;
+    let body = res.bytes().await.map_err(|e| fetch_err(what, e))?;
+    Ok((meta, (start, body)))
 }
 
 fn fetch_err(what: &str, e: datafusion::object_store::Error) -> FormatError {

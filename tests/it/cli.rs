@@ -5,11 +5,24 @@ use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
 use std::process::Command;
 
 fn tet_sql(args: &[&str], cwd: &std::path::Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tet-sql"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run tet-sql");
+    tet_sql_env(args, cwd, &[], &[])
+}
+
+/// Run tet-sql in `cwd` with the variables `set` added to, and `remove` taken from, the
+/// environment: (success, stdout, stderr).
+pub fn tet_sql_env(
+    args: &[&str],
+    cwd: &std::path::Path,
+    set: &[(&str, &str)],
+    remove: &[&str],
+) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tet-sql"));
+    cmd.args(args).current_dir(cwd);
+    for k in remove {
+        cmd.env_remove(k);
+    }
+    cmd.envs(set.iter().copied());
+    let out = cmd.output().expect("run tet-sql");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -158,32 +171,21 @@ async fn s3_urls_from_the_environment_and_from_ddl_options() {
         .put(&object_store::path::Path::from("dir/w.tet"), PutPayload::from(bytes))
         .await
         .unwrap();
-    let run = |args: &[&str], env: bool| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tet-sql"));
-        cmd.args(args).current_dir(dir.path());
-        for k in [
-            "AWS_ENDPOINT",
-            "AWS_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_REGION",
-        ] {
-            cmd.env_remove(k);
-        }
-        if env {
-            cmd.env("AWS_ENDPOINT", &moto.endpoint)
-                .env("AWS_ALLOW_HTTP", "true")
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ACCESS_KEY_ID", "test")
-                .env("AWS_SECRET_ACCESS_KEY", "test");
-        }
-        let out = cmd.output().expect("run tet-sql");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let aws = [
+        ("AWS_ENDPOINT", moto.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let unset = [
+        "AWS_ENDPOINT",
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+    ];
+    let run = |args: &[&str], env: bool| tet_sql_env(args, dir.path(), if env { &aws } else { &[] }, &unset);
     let q = "SELECT col, sum(v) AS s FROM tet('s3://cli/dir/w.tet', 'temp') GROUP BY col ORDER BY col";
     let (ok, out, err) = run(&["-q", "--format", "csv", "-c", q], true);
     assert!(ok, "{out}{err}");

@@ -166,15 +166,8 @@ pub fn column_values(a: &dyn arrow::array::Array) -> Vec<Val> {
         .collect()
 }
 
-/// Run `sql` and return its rows.
-pub async fn rows(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<Vec<Val>> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+/// The rows of `batches`.
+pub fn rows_of(batches: &[arrow::array::RecordBatch]) -> Vec<Vec<Val>> {
     let mut out = Vec::new();
     for b in batches {
         let cols: Vec<Vec<Val>> = b.columns().iter().map(|c| column_values(c.as_ref())).collect();
@@ -185,46 +178,72 @@ pub async fn rows(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<V
     out
 }
 
-/// Run `sql` and return its rows and the summed metrics of every TetScanExec in its plan.
+/// Run `sql` and return its rows.
+pub async fn rows(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<Vec<Val>> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows_of(&batches)
+}
+
+/// Run `sql` and return its rows with the executed plan (which holds the metrics).
+pub async fn rows_and_plan(
+    ctx: &datafusion::prelude::SessionContext,
+    sql: &str,
+) -> (
+    Vec<Vec<Val>>,
+    std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    (rows_of(&batches), plan)
+}
+
+/// Metric `name` summed over every TetScanExec and TetAggregateExec of `plan`.
+pub fn tet_metric(plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>, name: &str) -> Option<usize> {
+    let own = if plan.name() == "TetScanExec" || plan.name() == "TetAggregateExec" {
+        plan.metrics().and_then(|m| m.sum_by_name(name)).map(|v| v.as_usize())
+    } else {
+        None
+    };
+    plan.children()
+        .into_iter()
+        .filter_map(|c| tet_metric(c, name))
+        .chain(own)
+        .reduce(|a, b| a + b)
+}
+
+/// Run `sql` and return its rows and the summed metrics of every TetScanExec and
+/// TetAggregateExec in its plan.
 pub async fn rows_and_scan_metrics(
     ctx: &datafusion::prelude::SessionContext,
     sql: &str,
 ) -> (Vec<Vec<Val>>, std::collections::HashMap<String, usize>) {
-    use datafusion::physical_plan::ExecutionPlan;
-    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
-    let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut metrics = std::collections::HashMap::new();
-    fn walk(p: &std::sync::Arc<dyn ExecutionPlan>, m: &mut std::collections::HashMap<String, usize>) {
-        if (p.name() == "TetScanExec" || p.name() == "TetAggregateExec")
-            && let Some(set) = p.metrics()
-        {
-            for name in [
-                "chunks_total",
-                "chunks_read",
-                "chunks_pruned_by_zone",
-                "bytes_read",
-                "rows_emitted",
-            ] {
-                if let Some(v) = set.sum_by_name(name) {
-                    *m.entry(name.to_string()).or_default() += v.as_usize();
-                }
-            }
-        }
-        for c in p.children() {
-            walk(c, m);
-        }
-    }
-    walk(&plan, &mut metrics);
-    let mut out = Vec::new();
-    for b in batches {
-        let cols: Vec<Vec<Val>> = b.columns().iter().map(|c| column_values(c.as_ref())).collect();
-        for r in 0..b.num_rows() {
-            out.push(cols.iter().map(|c| c[r].clone()).collect());
-        }
-    }
-    (out, metrics)
+    let (rows, plan) = rows_and_plan(ctx, sql).await;
+    let names = [
+        "chunks_total",
+        "chunks_read",
+        "chunks_pruned_by_zone",
+        "bytes_read",
+        "rows_emitted",
+    ];
+    let metrics = names
+        .into_iter()
+        .filter_map(|n| tet_metric(&plan, n).map(|v| (n.to_string(), v)))
+        .collect();
+    (rows, metrics)
 }
 
 /// A session with everything registered.

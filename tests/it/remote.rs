@@ -3,12 +3,11 @@
 //! Results must equal the local path; byte accounting is checked by a counting wrapper
 //! around the store (independent of our own metrics).
 
-use crate::common::{Rng, Val, ctx, rows, sorted, tempdir};
+use crate::common::{Rng, Val, ctx, rows, rows_and_plan, sorted, tempdir, tet_metric};
 use crate::faulty_http;
 use crate::servers::{self, Server};
 use crate::sql_differential::{Case, check_case};
 use async_trait::async_trait;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use datafusion_tet::format::{ChunkCodecs, DType, DatasetSpec, TetWriter};
 use futures::stream::BoxStream;
@@ -176,43 +175,6 @@ fn hundred_chunks(zstd: bool) -> Vec<u8> {
     out.into_inner()
 }
 
-/// Sum of metric `name` over the Tet nodes of `plan`.
-fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
-    let mut total = 0;
-    if (plan.name() == "TetScanExec" || plan.name() == "TetAggregateExec")
-        && let Some(m) = plan.metrics()
-        && let Some(v) = m.sum_by_name(name)
-    {
-        total += v.as_usize();
-    }
-    plan.children().iter().map(|c| metric(c, name)).sum::<usize>() + total
-}
-
-async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<Val>>, Arc<dyn ExecutionPlan>) {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for b in batches {
-        let cols: Vec<Vec<Val>> = b
-            .columns()
-            .iter()
-            .map(|c| crate::common::column_values(c.as_ref()))
-            .collect();
-        for r in 0..b.num_rows() {
-            out.push(cols.iter().map(|c| c[r].clone()).collect());
-        }
-    }
-    (out, plan)
-}
-
 async fn error_of(ctx: &SessionContext, sql: &str) -> String {
     let r = async { ctx.sql(sql).await?.collect().await }.await;
     match r {
@@ -287,7 +249,7 @@ async fn aggregate_pushdown_and_ddl_on_s3_equal_local() {
         let want = rows(&ctx, &q.replace("{}", &local_from)).await;
         for from in ["remote", "tet('s3://agg/h.tet', 'temp')"] {
             let sql = q.replace("{}", from);
-            let (got, plan) = run(&ctx, &sql).await;
+            let (got, plan) = rows_and_plan(&ctx, &sql).await;
             assert_eq!(got, want, "{sql}");
             let text = datafusion::physical_plan::displayable(plan.as_ref())
                 .indent(true)
@@ -296,11 +258,14 @@ async fn aggregate_pushdown_and_ddl_on_s3_equal_local() {
                 text.contains("TetAggregateExec"),
                 "{sql}: aggregate not pushed down:\n{text}"
             );
-            assert!(metric(&plan, "requests") > 0, "{sql}: no requests counted");
+            assert!(
+                tet_metric(&plan, "requests").unwrap_or(0) > 0,
+                "{sql}: no requests counted"
+            );
         }
     }
     // EXPLAIN ANALYZE shows the object store metrics.
-    let (explain, _) = run(&ctx, "EXPLAIN ANALYZE SELECT avg(v) FROM remote WHERE time = 3").await;
+    let (explain, _) = rows_and_plan(&ctx, "EXPLAIN ANALYZE SELECT avg(v) FROM remote WHERE time = 3").await;
     let text = format!("{explain:?}");
     assert!(text.contains("requests=1") && text.contains("bytes_fetched="), "{text}");
 }
@@ -319,7 +284,7 @@ async fn point_query_fetches_little_more_than_its_chunk_and_full_scans_each_byte
     let ctx = ctx();
     register(&ctx, "s3://bytes", store.clone());
 
-    let (got, plan) = run(
+    let (got, plan) = rows_and_plan(
         &ctx,
         "SELECT sum(v), count(*) FROM tet('s3://bytes/h.tet', 'temp') WHERE time = 42",
     )
@@ -333,24 +298,24 @@ async fn point_query_fetches_little_more_than_its_chunk_and_full_scans_each_byte
     );
     assert_eq!(heads, 0);
     assert!(requests <= 3, "open + one chunk took {requests} requests");
-    assert_eq!(metric(&plan, "requests"), 1);
-    assert_eq!(metric(&plan, "bytes_fetched") as u64, chunk42);
+    assert_eq!(tet_metric(&plan, "requests").unwrap_or(0), 1);
+    assert_eq!(tet_metric(&plan, "bytes_fetched").unwrap_or(0) as u64, chunk42);
 
     // The catalog is cached: the next query costs one HEAD plus its chunks.
     let before = store.snapshot();
     let sql = "SELECT avg(v) FROM tet('s3://bytes/h.tet', 'temp')";
     ctx.sql("SET tet.coalesce_gap_bytes = 0").await.unwrap();
     ctx.sql("SET tet.max_request_bytes = 1").await.unwrap();
-    let (_, plan) = run(&ctx, sql).await;
+    let (_, plan) = rows_and_plan(&ctx, sql).await;
     let after = store.snapshot();
     assert_eq!(after.1 - before.1, 1, "one HEAD revalidates the cached catalog");
     assert_eq!(after.2 - before.2, stored_total, "every payload byte exactly once");
-    assert_eq!(metric(&plan, "bytes_fetched") as u64, stored_total);
-    assert_eq!(metric(&plan, "requests"), 100);
+    assert_eq!(tet_metric(&plan, "bytes_fetched").unwrap_or(0) as u64, stored_total);
+    assert_eq!(tet_metric(&plan, "requests").unwrap_or(0), 100);
     // With coalescing the same bytes arrive in a few requests (one per window/partition).
     ctx.sql("SET tet.coalesce_gap_bytes = 1048576").await.unwrap();
     ctx.sql("SET tet.max_request_bytes = 8388608").await.unwrap();
-    let (got, plan) = run(&ctx, sql).await;
+    let (got, plan) = rows_and_plan(&ctx, sql).await;
     assert_eq!(
         got,
         vec![vec![Val::Float((0..60000).map(|i| i as f64).sum::<f64>() / 60000.0)]]
@@ -361,15 +326,15 @@ async fn point_query_fetches_little_more_than_its_chunk_and_full_scans_each_byte
         .max()
         .unwrap()
         - entries.iter().map(|e| e.payload_offset).min().unwrap();
-    let fetched = metric(&plan, "bytes_fetched") as u64;
+    let fetched = tet_metric(&plan, "bytes_fetched").unwrap_or(0) as u64;
     assert!(
         (stored_total..=payload_span).contains(&fetched),
         "{fetched} not in {stored_total}..={payload_span}"
     );
     assert!(
-        metric(&plan, "requests") <= 4,
+        tet_metric(&plan, "requests").unwrap_or(0) <= 4,
         "coalesced into {} requests",
-        metric(&plan, "requests")
+        tet_metric(&plan, "requests").unwrap_or(0)
     );
 }
 
@@ -617,7 +582,7 @@ async fn azure_blob_storage_through_azurite() {
     let ctx = crate::common::ctx();
     register(&ctx, "az://tet", store.clone());
     let before = store.snapshot();
-    let (_, plan) = run(
+    let (_, plan) = rows_and_plan(
         &ctx,
         "SELECT sum(v) FROM tet('az://tet/cube/h.tet', 'temp') WHERE time = 5",
     )
@@ -628,7 +593,7 @@ async fn azure_blob_storage_through_azurite() {
         (4, 1),
         "HEAD, end, start, one chunk"
     );
-    assert_eq!(metric(&plan, "requests"), 1);
+    assert_eq!(tet_metric(&plan, "requests").unwrap_or(0), 1);
     let e = error_of(&ctx, "SELECT * FROM tet('az://tet/cube/missing.tet')").await;
     assert!(
         e.contains("az://tet/cube/missing.tet") && e.to_lowercase().contains("not found"),
@@ -638,19 +603,14 @@ async fn azure_blob_storage_through_azurite() {
     // tet-sql builds the Azure store from the environment (emulator mode).
     #[cfg(feature = "cli")]
     {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tet-sql"))
-            .args(["-q", "--format", "csv", "-c"])
-            .arg("SELECT count(*) AS n, max(v) AS m FROM tet('az://tet/cube/h.tet', 'temp') WHERE time = 99")
-            .env("AZURE_STORAGE_USE_EMULATOR", "true")
-            .output()
-            .expect("run tet-sql");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(
-            text.trim(),
-            "n,m\n600,59999.0",
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let sql = "SELECT count(*) AS n, max(v) AS m FROM tet('az://tet/cube/h.tet', 'temp') WHERE time = 99";
+        let (ok, out, err) = crate::cli::tet_sql_env(
+            &["-q", "--format", "csv", "-c", sql],
+            dir.path(),
+            &[("AZURE_STORAGE_USE_EMULATOR", "true")],
+            &[],
         );
+        assert!(ok, "{out}{err}");
+        assert_eq!(out.trim(), "n,m\n600,59999.0", "{err}");
     }
 }
