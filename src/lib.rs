@@ -20,6 +20,8 @@
 
 #![deny(missing_debug_implementations)]
 
+#[cfg(feature = "ballista")]
+pub mod ballista;
 pub mod demo;
 pub mod exec;
 pub mod format;
@@ -29,6 +31,9 @@ pub mod sql;
 
 pub use sql::{TetTableFactory, TetTableOptions, TetTableProvider};
 
+use datafusion::execution::SessionState;
+use datafusion::execution::registry::FunctionRegistry;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
 use std::sync::Arc;
 
@@ -38,30 +43,38 @@ use std::sync::Arc;
 /// false` turns the pushdown off; `tet.coalesce_gap_bytes` & co. tune object store reads)
 /// and the session's [`io::CatalogCache`] of opened object store files.
 pub fn register(ctx: &SessionContext) {
-    for kind in sql::MomentKind::ALL {
-        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(sql::MergeMoments::new(
-            kind,
-        )));
-    }
-    for max in [false, true] {
-        ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(sql::FloatExtreme::new(
-            max,
-        )));
-    }
     ctx.add_optimizer_rule(Arc::new(sql::TetAggregatePushdown));
-    ctx.register_udtf("tet", Arc::new(sql::TetFunction));
-    ctx.register_udtf("tet_datasets", Arc::new(sql::TetDatasetsFunction));
-    ctx.register_udtf("tet_chunks", Arc::new(sql::TetChunksFunction));
-    ctx.register_table_options_extension(TetTableOptions::default());
-    let state = ctx.state_ref();
-    let mut state = state.write();
+    install(&mut ctx.state_ref().write());
+}
+
+/// [`register`] for a [`SessionState`] (e.g. one a Ballista scheduler or executor builds
+/// from its session configuration): the same functions, factory, options and rule.
+pub fn register_state(state: SessionState) -> SessionState {
+    let mut state = SessionStateBuilder::new_from_existing(state)
+        .with_optimizer_rule(Arc::new(sql::TetAggregatePushdown))
+        .build();
+    install(&mut state);
+    state
+}
+
+/// Everything of [`register`] but the optimizer rule.
+fn install(state: &mut SessionState) {
+    for f in sql::merge_functions() {
+        // Replacing an earlier registration of the same function is fine.
+        let _ = state.register_udaf(Arc::new(f));
+    }
+    state.register_udtf("tet", Arc::new(sql::TetFunction));
+    state.register_udtf("tet_datasets", Arc::new(sql::TetDatasetsFunction));
+    state.register_udtf("tet_chunks", Arc::new(sql::TetChunksFunction));
+    state.register_table_options_extension(TetTableOptions::default());
     state
         .table_factories_mut()
         .insert("TET".to_string(), Arc::new(TetTableFactory));
-    state
-        .config_mut()
-        .options_mut()
-        .extensions
-        .insert(sql::TetConfig::default());
-    state.config_mut().set_extension(Arc::new(io::CatalogCache::default()));
+    let options = state.config_mut().options_mut();
+    if options.extensions.get::<sql::TetConfig>().is_none() {
+        options.extensions.insert(sql::TetConfig::default());
+    }
+    if state.config().get_extension::<io::CatalogCache>().is_none() {
+        state.config_mut().set_extension(Arc::new(io::CatalogCache::default()));
+    }
 }

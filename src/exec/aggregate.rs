@@ -7,8 +7,8 @@
 //! above (built by the logical rewrite in `sql`) combines partitions and groups whose
 //! labels are equal. Index columns are never materialised.
 
-use super::Payload;
 use super::fold::{Accumulators, Elem, Needs, elements, fold_elementwise, fold_run};
+use super::{ChunkFeed, Payload};
 use crate::format::hyperslab::odometer_next;
 use crate::format::{DType, codec};
 use crate::io::TetSource;
@@ -16,8 +16,8 @@ use crate::plan::{AxisSelection, ChunkTask};
 use crate::sql::axes::Axis;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::Result;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -52,6 +52,20 @@ pub enum AggFunc {
 }
 
 impl AggFunc {
+    /// Every function.
+    pub const ALL: [AggFunc; 10] = [
+        AggFunc::CountStar,
+        AggFunc::Count,
+        AggFunc::Sum,
+        AggFunc::Avg,
+        AggFunc::Min,
+        AggFunc::Max,
+        AggFunc::VarPop,
+        AggFunc::VarSamp,
+        AggFunc::StddevPop,
+        AggFunc::StddevSamp,
+    ];
+
     /// SQL name.
     pub fn name(self) -> &'static str {
         match self {
@@ -227,46 +241,84 @@ pub struct TetAggregateExec {
     axes: Arc<Vec<Axis>>,
     plan: AggregatePlan,
     selection: Arc<Vec<AxisSelection>>,
-    partitions: Arc<Vec<Vec<ChunkTask>>>,
+    feed: ChunkFeed,
     schema: SchemaRef,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
 
 impl TetAggregateExec {
-    /// Build the node; `partitions` are chunk tasks per output partition.
+    /// Build the node; `feed` says which chunks each output partition folds.
     pub fn new(
         source: Arc<TetSource>,
         dataset: usize,
         axes: Arc<Vec<Axis>>,
         plan: AggregatePlan,
         selection: Vec<AxisSelection>,
-        partitions: Vec<Vec<ChunkTask>>,
+        feed: ChunkFeed,
     ) -> Self {
         let schema = plan.schema(&axes);
-        let cache = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(partitions.len().max(1)),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
         TetAggregateExec {
+            cache: Arc::new(Self::properties_for(&schema, &feed)),
             source,
             dataset,
             axes,
             plan,
             selection: Arc::new(selection),
-            partitions: Arc::new(partitions),
+            feed,
             schema,
             metrics: ExecutionPlanMetricsSet::new(),
-            cache: Arc::new(cache),
+        }
+    }
+
+    fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
+        PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(feed.partition_count()),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative)
+    }
+
+    /// The same aggregation over another feed (fresh metrics).
+    fn with_feed(&self, feed: ChunkFeed) -> Self {
+        TetAggregateExec {
+            source: self.source.clone(),
+            dataset: self.dataset,
+            axes: self.axes.clone(),
+            plan: self.plan.clone(),
+            selection: self.selection.clone(),
+            schema: self.schema.clone(),
+            cache: Arc::new(Self::properties_for(&self.schema, &feed)),
+            feed,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
     /// What is aggregated.
     pub fn plan(&self) -> &AggregatePlan {
         &self.plan
+    }
+
+    /// The file read.
+    pub fn source(&self) -> &Arc<TetSource> {
+        &self.source
+    }
+
+    /// The dataset (directory position).
+    pub fn dataset(&self) -> usize {
+        self.dataset
+    }
+
+    /// Per axis, the selected positions.
+    pub fn selection(&self) -> &[AxisSelection] {
+        &self.selection
+    }
+
+    /// The chunks folded, and which partition folds which.
+    pub fn feed(&self) -> &ChunkFeed {
+        &self.feed
     }
 
     fn describe(&self) -> (String, String) {
@@ -297,7 +349,7 @@ impl DisplayAs for TetAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let (g, a) = self.describe();
         let ds = &self.source.catalog.datasets[self.dataset];
-        let chunks: usize = self.partitions.iter().map(Vec::len).sum();
+        let chunks = self.feed.len();
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
@@ -317,10 +369,9 @@ impl DisplayAs for TetAggregateExec {
 }
 
 impl ExecutionPlan for TetAggregateExec {
-    leaf_plan_methods!("TetAggregateExec");
+    chunk_plan_methods!("TetAggregateExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let tasks = super::partition_tasks(&self.partitions, partition, self.name())?;
         let m = &self.metrics;
         let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
         let bytes_read = MetricBuilder::new(m).counter("bytes_read", partition);
@@ -337,12 +388,14 @@ impl ExecutionPlan for TetAggregateExec {
             selection: self.selection.clone(),
             schema: self.schema.clone(),
         };
-        let payloads = super::payload_stream(
+        let payloads = super::feed_payloads(
+            self.feed.clone(),
+            partition,
+            context.clone(),
+            "TetAggregateExec",
             self.source.clone(),
             self.dataset,
-            tasks,
             job.need_values(),
-            crate::sql::TetConfig::fetch_options_of(&context),
             self.source.is_remote().then(|| super::FetchMetrics::new(m, partition)),
         );
         let stream = futures::stream::once(Box::pin(async move {

@@ -8,11 +8,12 @@
 //! rows; a pushed limit stops each partition early. When `v` is not projected no payload
 //! is touched.
 
+use super::ChunkFeed;
 use super::Payload;
 use super::cells::{axis_positions, value_array};
 use crate::format::codec;
 use crate::io::TetSource;
-use crate::plan::ChunkTask;
+use crate::plan::{AxisSelection, ChunkTask};
 use crate::sql::axes::Axis;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::buffer::Buffer;
@@ -46,6 +47,10 @@ pub struct ScanSummary {
     pub chunks_pruned_by_zone: u64,
     /// Per-axis selection, e.g. `time: 1/100`.
     pub selection: Vec<String>,
+    /// Per axis, the selected positions the chunk tasks were cut from.
+    pub axis_selection: Vec<AxisSelection>,
+    /// Whether a value predicate was pushed (then statistics are inexact).
+    pub value_filters: bool,
     /// Statistics reported to DataFusion.
     pub statistics: Statistics,
 }
@@ -59,7 +64,7 @@ pub struct TetScanExec {
     /// Indices into the table schema (axes then `v`).
     projection: Vec<usize>,
     schema: SchemaRef,
-    partitions: Arc<Vec<Vec<ChunkTask>>>,
+    feed: ChunkFeed,
     limit: Option<usize>,
     summary: Arc<ScanSummary>,
     metrics: ExecutionPlanMetricsSet,
@@ -68,7 +73,7 @@ pub struct TetScanExec {
 
 impl TetScanExec {
     /// Build a scan. `projection` indexes the table schema (axes, then `v`); `schema` is
-    /// the projected schema.
+    /// the projected schema; `feed` says which chunks each partition reads.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         source: Arc<TetSource>,
@@ -76,29 +81,47 @@ impl TetScanExec {
         axes: Arc<Vec<Axis>>,
         projection: Vec<usize>,
         schema: SchemaRef,
-        partitions: Vec<Vec<ChunkTask>>,
+        feed: ChunkFeed,
         limit: Option<usize>,
         summary: ScanSummary,
     ) -> Self {
-        let n = partitions.len().max(1);
-        let cache = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(n),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
         TetScanExec {
+            cache: Arc::new(Self::properties_for(&schema, &feed)),
             source,
             dataset,
             axes,
             projection,
             schema,
-            partitions: Arc::new(partitions),
+            feed,
             limit,
             summary: Arc::new(summary),
             metrics: ExecutionPlanMetricsSet::new(),
-            cache: Arc::new(cache),
+        }
+    }
+
+    fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
+        PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(feed.partition_count()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative)
+    }
+
+    /// The same scan over another feed (fresh metrics).
+    fn with_feed(&self, feed: ChunkFeed) -> Self {
+        TetScanExec {
+            source: self.source.clone(),
+            dataset: self.dataset,
+            axes: self.axes.clone(),
+            projection: self.projection.clone(),
+            schema: self.schema.clone(),
+            cache: Arc::new(Self::properties_for(&self.schema, &feed)),
+            feed,
+            limit: self.limit,
+            summary: self.summary.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -107,9 +130,19 @@ impl TetScanExec {
         &self.summary
     }
 
-    /// Chunk tasks per output partition.
-    pub fn partitions(&self) -> &[Vec<ChunkTask>] {
-        &self.partitions
+    /// The chunks read, and which partition reads which.
+    pub fn feed(&self) -> &ChunkFeed {
+        &self.feed
+    }
+
+    /// Indices into the table schema (axes, then `v`) of the emitted columns.
+    pub fn projection(&self) -> &[usize] {
+        &self.projection
+    }
+
+    /// Rows each partition stops after, when a limit was pushed.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
     }
 
     /// The file scanned.
@@ -172,10 +205,9 @@ impl DisplayAs for TetScanExec {
 }
 
 impl ExecutionPlan for TetScanExec {
-    leaf_plan_methods!("TetScanExec");
+    chunk_plan_methods!("TetScanExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let tasks = super::partition_tasks(&self.partitions, partition, self.name())?;
         let m = &self.metrics;
         let metrics = ScanMetrics {
             chunks_read: MetricBuilder::new(m).counter("chunks_read", partition),
@@ -191,12 +223,14 @@ impl ExecutionPlan for TetScanExec {
             pruned.add(self.summary.chunks_pruned_by_zone as usize);
         }
         let n = self.source.catalog.datasets[self.dataset].ndim();
-        let payloads = super::payload_stream(
+        let payloads = super::feed_payloads(
+            self.feed.clone(),
+            partition,
+            context.clone(),
+            "TetScanExec",
             self.source.clone(),
             self.dataset,
-            tasks,
             self.projection.contains(&n),
-            crate::sql::TetConfig::fetch_options_of(&context),
             self.source.is_remote().then(|| super::FetchMetrics::new(m, partition)),
         );
         let reader = PartitionReader {

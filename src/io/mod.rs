@@ -68,6 +68,17 @@ pub struct Fetched {
     pub bytes_fetched: u64,
 }
 
+/// Which version of a file a plan was made for: its length and, for object stores, the
+/// ETag it was opened with. Plans shipped to other processes (Ballista) carry it, and the
+/// file reopened there must match.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceVersion {
+    /// File length in bytes.
+    pub len: u64,
+    /// The object's ETag (`None` for local files and stores without ETags).
+    pub e_tag: Option<String>,
+}
+
 /// The URL of `location` when it names an object store rather than a local file.
 pub fn remote_url(location: &str) -> Result<Option<url::Url>, FormatError> {
     if location.starts_with("file://") || !location.contains("://") {
@@ -159,6 +170,35 @@ impl TetSource {
             cache.insert(url.as_str(), source.clone());
         }
         Ok(source)
+    }
+
+    /// The version of the file this source reads.
+    pub fn version(&self) -> SourceVersion {
+        SourceVersion {
+            len: self.catalog.file_len,
+            e_tag: match &self.backing {
+                Backing::Remote(r) => r.e_tag().map(str::to_owned),
+                Backing::Local(_) => None,
+            },
+        }
+    }
+
+    /// `Ok` when this source reads `want`; otherwise the "changed" error, naming the file.
+    pub fn check_version(&self, want: &SourceVersion) -> Result<(), FormatError> {
+        let have = self.version();
+        if have == *want {
+            return Ok(());
+        }
+        Err(FormatError::Changed {
+            detail: format!(
+                "the plan was made for {} bytes{}, the file now has {} bytes{}",
+                want.len,
+                want.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
+                have.len,
+                have.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
+            ),
+        }
+        .in_file(&self.location))
     }
 
     /// True when the bytes come from an object store.

@@ -153,6 +153,11 @@ impl RemoteFile {
         self.size
     }
 
+    /// The object's ETag when opened, if the store reports one.
+    pub fn e_tag(&self) -> Option<&str> {
+        self.e_tag.as_deref()
+    }
+
     /// The URL given at open.
     pub fn url(&self) -> &str {
         &self.url

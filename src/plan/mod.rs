@@ -7,4 +7,4 @@ mod selection;
 mod tasks;
 
 pub use selection::AxisSelection;
-pub use tasks::{ChunkTask, chunk_tasks, split_balanced};
+pub use tasks::{ChunkTask, chunk_tasks, split_balanced, tasks_by_id};

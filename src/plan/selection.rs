@@ -37,6 +37,24 @@ impl AxisSelection {
         AxisSelection { extent, ranges: out }
     }
 
+    /// From ranges received from elsewhere (e.g. a serialized plan): they must be
+    /// non-empty, sorted, disjoint and within `extent`, or the error says which is not.
+    pub fn try_from_ranges(extent: u64, ranges: &[(u64, u64)]) -> Result<Self, String> {
+        let mut end = 0;
+        for (i, &(lo, hi)) in ranges.iter().enumerate() {
+            if lo >= hi || hi > extent || (i > 0 && lo <= end) {
+                return Err(format!(
+                    "range {i} ({lo}..{hi}) is empty, out of order or beyond the extent {extent}"
+                ));
+            }
+            end = hi;
+        }
+        Ok(AxisSelection {
+            extent,
+            ranges: ranges.to_vec(),
+        })
+    }
+
     /// Axis extent.
     pub fn extent(&self) -> u64 {
         self.extent
@@ -87,6 +105,22 @@ impl AxisSelection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_from_elsewhere_are_checked() {
+        let ok = AxisSelection::try_from_ranges(10, &[(0, 2), (3, 10)]).unwrap();
+        assert_eq!(ok, AxisSelection::from_sorted_ranges(10, [(0, 2), (3, 10)]));
+        assert!(AxisSelection::try_from_ranges(10, &[]).unwrap().count() == 0);
+        for bad in [
+            vec![(2, 2)],
+            vec![(3, 1)],
+            vec![(0, 11)],
+            vec![(4, 6), (1, 2)],
+            vec![(0, 2), (2, 4)],
+        ] {
+            assert!(AxisSelection::try_from_ranges(10, &bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn intersect_matches_brute_force() {

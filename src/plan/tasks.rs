@@ -84,6 +84,32 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
     }
 }
 
+/// Partitions of chunk tasks rebuilt from chunk ids (e.g. of a serialized plan): for each
+/// id, the task [`chunk_tasks`] makes for it under `sel`, in the order given. An id the
+/// selection does not touch, or one listed twice, is an error.
+pub fn tasks_by_id(
+    rec: &DatasetRecord,
+    sel: &[AxisSelection],
+    ids: &[Vec<u64>],
+) -> Result<Vec<Vec<ChunkTask>>, String> {
+    if sel.len() != rec.ndim() {
+        return Err(format!("{} axis selections for {} axes", sel.len(), rec.ndim()));
+    }
+    let mut by_id: std::collections::HashMap<u64, ChunkTask> =
+        chunk_tasks(rec, sel).into_iter().map(|t| (t.linear, t)).collect();
+    ids.iter()
+        .map(|part| {
+            part.iter()
+                .map(|id| {
+                    by_id
+                        .remove(id)
+                        .ok_or_else(|| format!("chunk {id} is not selected or is listed twice"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Split `items` (kept in order) into at most `n` contiguous groups of similar total
 /// `weight`. Never returns empty groups; returns no group for no items.
 pub fn split_balanced<T>(items: Vec<T>, n: usize, weight: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
@@ -146,6 +172,24 @@ mod tests {
         assert_eq!(tasks.iter().map(|t| t.cells).sum::<u64>(), 10);
         // Chunks along axis 0: 0 (row 1), 1 (rows 4,5), 2 (rows 6,7); along axis 1: 0 and 1.
         assert_eq!(tasks.len(), 6);
+    }
+
+    #[test]
+    fn tasks_rebuilt_from_ids_equal_the_planned_ones() {
+        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7], vec![3, 4]).unwrap();
+        let sel = vec![
+            AxisSelection::from_sorted_ranges(10, [(1, 2), (4, 8)]),
+            AxisSelection::from_sorted_ranges(7, [(3, 5)]),
+        ];
+        let tasks = chunk_tasks(&rec, &sel);
+        let mut planned = split_balanced(tasks.clone(), 3, |t| t.cells);
+        planned[0].reverse();
+        let ids: Vec<Vec<u64>> = planned.iter().map(|p| p.iter().map(|t| t.linear).collect()).collect();
+        assert_eq!(tasks_by_id(&rec, &sel, &ids).unwrap(), planned);
+        // A chunk the selection misses, a repeated chunk, a wrong rank.
+        assert!(tasks_by_id(&rec, &sel, &[vec![6]]).is_err());
+        assert!(tasks_by_id(&rec, &sel, &[vec![ids[0][0]], vec![ids[0][0]]]).is_err());
+        assert!(tasks_by_id(&rec, &sel[..1], &ids).is_err());
     }
 
     #[test]

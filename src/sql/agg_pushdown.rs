@@ -105,6 +105,42 @@ fn widens(from: &DataType, to: &DataType) -> bool {
     )
 }
 
+/// Dense group slots of grouping by `groups` (saturating).
+fn dense_groups(axes: &[crate::sql::axes::Axis], groups: &[usize]) -> u64 {
+    groups
+        .iter()
+        .fold(1u64, |n, &d| n.saturating_mul(axes[d].extent.max(1)))
+}
+
+/// Check an aggregation received from elsewhere (a serialized plan) against the table it
+/// runs on: grouped axes exist, are distinct and within the dense-group limit, and every
+/// input type is one the pushdown itself would produce.
+#[cfg(feature = "ballista")]
+pub(crate) fn check_plan(plan: &AggregatePlan, table: &TetTableProvider) -> std::result::Result<(), String> {
+    let axes = table.axes();
+    let mut seen = vec![false; axes.len()];
+    for &d in &plan.groups {
+        if d >= axes.len() || std::mem::replace(&mut seen[d], true) {
+            return Err(format!("group axis {d} is out of range or repeated"));
+        }
+    }
+    let dense = dense_groups(axes, &plan.groups);
+    if dense > MAX_DENSE_GROUPS {
+        return Err(format!("{dense} groups exceed the limit of {MAX_DENSE_GROUPS}"));
+    }
+    let v_type = arrow_type(table.source().catalog.datasets[table.dataset_index()].dtype());
+    for a in &plan.aggs {
+        if !widens(&v_type, &a.input_type) {
+            return Err(format!(
+                "{} over {} is not an aggregate of {v_type}",
+                a.func.name(),
+                a.input_type
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn agg_spec(e: &Expr, v_type: &DataType) -> Option<AggSpec> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e.clone().unalias_nested().data else {
         return None;
@@ -184,7 +220,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         };
         groups.push(d);
     }
-    let dense: u64 = groups.iter().map(|&d| axes[d].extent.max(1)).product();
+    let dense = dense_groups(axes, &groups);
     if dense > MAX_DENSE_GROUPS {
         return Ok(None);
     }
@@ -354,7 +390,7 @@ impl TableProvider for TetPartialAggregate {
             self.table.axes_arc(),
             self.plan.clone(),
             planned.selection,
-            partitions,
+            crate::exec::ChunkFeed::new(partitions)?,
         ));
         match projection {
             Some(p) if *p != (0..self.schema.fields().len()).collect::<Vec<_>>() => {

@@ -86,60 +86,63 @@ impl TableFunctionImpl for TetDatasetsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_datasets", "(path)", args.exprs(), 1, 1)?;
         let src = open(args.session(), "tet_datasets()", &a[0])?;
-        let f = &src.catalog;
-        let ds = &f.datasets;
-        let rows = |d: &crate::format::Dataset| d.chunk_rows.iter().map(|&r| &f.chunks[r as usize]).collect::<Vec<_>>();
-        let mut dims = ListBuilder::new(StringBuilder::new());
-        for d in ds {
-            for n in d.dim_names() {
-                dims.values().append_value(n);
-            }
-            dims.append(true);
-        }
-        let codecs = ds.iter().map(|d| {
-            let r = rows(d);
-            let mut names: Vec<&str> = [Codec::Raw, Codec::Zstd]
-                .into_iter()
-                .filter(|c| r.iter().any(|e| e.codec == *c))
-                .map(Codec::name)
-                .collect();
-            names.dedup();
-            names.join(",")
-        });
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("name", DataType::Utf8, false),
-            Field::new("dtype", DataType::Utf8, false),
-            list_field("shape", DataType::UInt64),
-            list_field("chunk_shape", DataType::UInt64),
-            Field::new("chunk_count", DataType::UInt64, false),
-            list_field("dim_names", DataType::Utf8),
-            Field::new("attrs", DataType::Utf8, false),
-            Field::new("codecs", DataType::Utf8, false),
-            Field::new("bytes_raw", DataType::UInt64, false),
-            Field::new("bytes_stored", DataType::UInt64, false),
-        ]));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from_iter_values(ds.iter().map(|d| d.name()))),
-            Arc::new(StringArray::from_iter_values(ds.iter().map(|d| d.dtype().name()))),
-            u64_list(ds.iter().map(|d| d.shape().to_vec())),
-            u64_list(ds.iter().map(|d| d.record.chunk_shape.clone())),
-            Arc::new(UInt64Array::from_iter_values(ds.iter().map(|d| d.record.chunk_count))),
-            Arc::new(dims.finish()),
-            Arc::new(StringArray::from_iter_values(
-                ds.iter()
-                    .map(|d| serde_json::to_string(&d.meta.attrs).unwrap_or_default()),
-            )),
-            Arc::new(StringArray::from_iter_values(codecs)),
-            Arc::new(UInt64Array::from_iter_values(
-                ds.iter().map(|d| rows(d).iter().map(|e| e.raw_byte_len).sum()),
-            )),
-            Arc::new(UInt64Array::from_iter_values(
-                ds.iter().map(|d| rows(d).iter().map(|e| e.stored_byte_len).sum()),
-            )),
-        ];
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+        Ok(Arc::new(TetCatalogTable::new(src, CatalogKind::Datasets, None)?))
     }
+}
+
+fn datasets_batch(src: &TetSource) -> Result<RecordBatch> {
+    let f = &src.catalog;
+    let ds = &f.datasets;
+    let rows = |d: &crate::format::Dataset| d.chunk_rows.iter().map(|&r| &f.chunks[r as usize]).collect::<Vec<_>>();
+    let mut dims = ListBuilder::new(StringBuilder::new());
+    for d in ds {
+        for n in d.dim_names() {
+            dims.values().append_value(n);
+        }
+        dims.append(true);
+    }
+    let codecs = ds.iter().map(|d| {
+        let r = rows(d);
+        let mut names: Vec<&str> = [Codec::Raw, Codec::Zstd]
+            .into_iter()
+            .filter(|c| r.iter().any(|e| e.codec == *c))
+            .map(Codec::name)
+            .collect();
+        names.dedup();
+        names.join(",")
+    });
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("dtype", DataType::Utf8, false),
+        list_field("shape", DataType::UInt64),
+        list_field("chunk_shape", DataType::UInt64),
+        Field::new("chunk_count", DataType::UInt64, false),
+        list_field("dim_names", DataType::Utf8),
+        Field::new("attrs", DataType::Utf8, false),
+        Field::new("codecs", DataType::Utf8, false),
+        Field::new("bytes_raw", DataType::UInt64, false),
+        Field::new("bytes_stored", DataType::UInt64, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(ds.iter().map(|d| d.name()))),
+        Arc::new(StringArray::from_iter_values(ds.iter().map(|d| d.dtype().name()))),
+        u64_list(ds.iter().map(|d| d.shape().to_vec())),
+        u64_list(ds.iter().map(|d| d.record.chunk_shape.clone())),
+        Arc::new(UInt64Array::from_iter_values(ds.iter().map(|d| d.record.chunk_count))),
+        Arc::new(dims.finish()),
+        Arc::new(StringArray::from_iter_values(
+            ds.iter()
+                .map(|d| serde_json::to_string(&d.meta.attrs).unwrap_or_default()),
+        )),
+        Arc::new(StringArray::from_iter_values(codecs)),
+        Arc::new(UInt64Array::from_iter_values(
+            ds.iter().map(|d| rows(d).iter().map(|e| e.raw_byte_len).sum()),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            ds.iter().map(|d| rows(d).iter().map(|e| e.stored_byte_len).sum()),
+        )),
+    ];
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 /// `tet_chunks(path [, dataset])`: one row per chunk index row (zone statistics as
@@ -151,53 +154,131 @@ impl TableFunctionImpl for TetChunksFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_chunks", "(path [, dataset])", args.exprs(), 1, 2)?;
         let src = open(args.session(), "tet_chunks()", &a[0])?;
-        let f = &src.catalog;
-        let datasets: Vec<&crate::format::Dataset> = match a.get(1) {
-            Some(name) => vec![f.dataset(name).map_err(|e| to_df(e.in_file(&src.location)))?],
-            None => f.datasets.iter().collect(),
-        };
-        let mut names = Vec::new();
-        let mut coords = Vec::new();
-        let (mut off, mut raw, mut stored, mut codec) = (vec![], vec![], vec![], vec![]);
-        let (mut zmin, mut zmax, mut znull) = (vec![], vec![], vec![]);
-        for d in datasets {
-            for linear in 0..d.record.chunk_count {
-                let (_, e) = f.chunk(d, linear);
-                names.push(d.name().to_owned());
-                coords.push(d.record.chunk_coords(linear));
-                off.push(e.payload_offset);
-                raw.push(e.raw_byte_len);
-                stored.push(e.stored_byte_len);
-                codec.push(e.codec.name());
-                let z = d.zones.as_ref().and_then(|z| z[linear as usize].as_ref());
-                zmin.push(z.and_then(|z| z.min).map(|s| s.as_f64()));
-                zmax.push(z.and_then(|z| z.max).map(|s| s.as_f64()));
-                znull.push(z.map(|z| z.null_count));
-            }
+        Ok(Arc::new(TetCatalogTable::new(
+            src,
+            CatalogKind::Chunks,
+            a.get(1).map(String::as_str),
+        )?))
+    }
+}
+
+fn chunks_batch(src: &TetSource, dataset: Option<&str>) -> Result<RecordBatch> {
+    let f = &src.catalog;
+    let datasets: Vec<&crate::format::Dataset> = match dataset {
+        Some(name) => vec![f.dataset(name).map_err(|e| to_df(e.in_file(&src.location)))?],
+        None => f.datasets.iter().collect(),
+    };
+    let mut names = Vec::new();
+    let mut coords = Vec::new();
+    let (mut off, mut raw, mut stored, mut codec) = (vec![], vec![], vec![], vec![]);
+    let (mut zmin, mut zmax, mut znull) = (vec![], vec![], vec![]);
+    for d in datasets {
+        for linear in 0..d.record.chunk_count {
+            let (_, e) = f.chunk(d, linear);
+            names.push(d.name().to_owned());
+            coords.push(d.record.chunk_coords(linear));
+            off.push(e.payload_offset);
+            raw.push(e.raw_byte_len);
+            stored.push(e.stored_byte_len);
+            codec.push(e.codec.name());
+            let z = d.zones.as_ref().and_then(|z| z[linear as usize].as_ref());
+            zmin.push(z.and_then(|z| z.min).map(|s| s.as_f64()));
+            zmax.push(z.and_then(|z| z.max).map(|s| s.as_f64()));
+            znull.push(z.map(|z| z.null_count));
         }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("dataset", DataType::Utf8, false),
-            list_field("chunk_index", DataType::UInt64),
-            Field::new("payload_offset", DataType::UInt64, false),
-            Field::new("raw_byte_len", DataType::UInt64, false),
-            Field::new("stored_byte_len", DataType::UInt64, false),
-            Field::new("codec", DataType::Utf8, false),
-            Field::new("zone_min", DataType::Float64, true),
-            Field::new("zone_max", DataType::Float64, true),
-            Field::new("zone_null_count", DataType::UInt64, true),
-        ]));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(names)),
-            u64_list(coords.into_iter()),
-            Arc::new(UInt64Array::from(off)),
-            Arc::new(UInt64Array::from(raw)),
-            Arc::new(UInt64Array::from(stored)),
-            Arc::new(StringArray::from(codec)),
-            Arc::new(Float64Array::from(zmin)),
-            Arc::new(Float64Array::from(zmax)),
-            Arc::new(UInt64Array::from(znull)),
-        ];
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("dataset", DataType::Utf8, false),
+        list_field("chunk_index", DataType::UInt64),
+        Field::new("payload_offset", DataType::UInt64, false),
+        Field::new("raw_byte_len", DataType::UInt64, false),
+        Field::new("stored_byte_len", DataType::UInt64, false),
+        Field::new("codec", DataType::Utf8, false),
+        Field::new("zone_min", DataType::Float64, true),
+        Field::new("zone_max", DataType::Float64, true),
+        Field::new("zone_null_count", DataType::UInt64, true),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(names)),
+        u64_list(coords.into_iter()),
+        Arc::new(UInt64Array::from(off)),
+        Arc::new(UInt64Array::from(raw)),
+        Arc::new(UInt64Array::from(stored)),
+        Arc::new(StringArray::from(codec)),
+        Arc::new(Float64Array::from(zmin)),
+        Arc::new(Float64Array::from(zmax)),
+        Arc::new(UInt64Array::from(znull)),
+    ];
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// Which catalog table a [`TetCatalogTable`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogKind {
+    /// `tet_datasets(path)`.
+    Datasets,
+    /// `tet_chunks(path [, dataset])`.
+    Chunks,
+}
+
+/// The table of `tet_datasets()` / `tet_chunks()`: a small in-memory table computed from
+/// a file's catalog. Plan codecs carry it as (file, kind, dataset) and recompute it.
+#[derive(Debug)]
+pub struct TetCatalogTable {
+    source: Arc<TetSource>,
+    kind: CatalogKind,
+    dataset: Option<String>,
+    rows: MemTable,
+}
+
+impl TetCatalogTable {
+    /// The `kind` table of `source` (for [`CatalogKind::Chunks`], of `dataset` or of all).
+    pub fn new(source: Arc<TetSource>, kind: CatalogKind, dataset: Option<&str>) -> Result<Self> {
+        let batch = match kind {
+            CatalogKind::Datasets => datasets_batch(&source)?,
+            CatalogKind::Chunks => chunks_batch(&source, dataset)?,
+        };
+        Ok(TetCatalogTable {
+            rows: MemTable::try_new(batch.schema(), vec![vec![batch]])?,
+            source,
+            kind,
+            dataset: dataset.map(str::to_owned),
+        })
+    }
+
+    /// The file described.
+    pub fn source(&self) -> &Arc<TetSource> {
+        &self.source
+    }
+
+    /// Which table this is.
+    pub fn kind(&self) -> CatalogKind {
+        self.kind
+    }
+
+    /// The dataset `tet_chunks` was restricted to.
+    pub fn dataset(&self) -> Option<&str> {
+        self.dataset.as_deref()
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for TetCatalogTable {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.rows.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        datafusion::datasource::TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        self.rows.scan(state, projection, filters, limit).await
     }
 }

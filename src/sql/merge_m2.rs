@@ -55,6 +55,17 @@ impl MomentKind {
     }
 }
 
+/// Every merge function the aggregate pushdown's plans call (registered by
+/// [`crate::register`]; carried by name in serialized plans).
+pub fn merge_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
+    let mut out: Vec<datafusion::logical_expr::AggregateUDF> = MomentKind::ALL
+        .into_iter()
+        .map(|k| MergeMoments::new(k).into())
+        .collect();
+    out.extend([false, true].map(|max| FloatExtreme::new(max).into()));
+    out
+}
+
 /// The merge UDAF of one [`MomentKind`].
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct MergeMoments {

@@ -13,9 +13,13 @@ mod pruning;
 mod session_options;
 mod table;
 
+#[cfg(feature = "ballista")]
+pub(crate) use agg_pushdown::check_plan;
 pub use agg_pushdown::{TetAggregatePushdown, TetPartialAggregate};
 pub use factory::{TetTableFactory, TetTableOptions};
-pub use functions::{TetChunksFunction, TetDatasetsFunction, TetFunction};
-pub use merge_m2::{FloatExtreme, MergeMoments, MomentKind};
+pub use functions::{CatalogKind, TetCatalogTable, TetChunksFunction, TetDatasetsFunction, TetFunction};
+pub use merge_m2::{FloatExtreme, MergeMoments, MomentKind, merge_functions};
 pub use session_options::TetConfig;
-pub use table::{TetTableProvider, VALUE_COLUMN, open_source};
+pub use table::{TetTableProvider, VALUE_COLUMN, open_source, open_source_with};
+#[cfg(feature = "ballista")]
+pub(crate) use table::{block_on, to_df};

@@ -2,7 +2,7 @@
 
 use super::axes::{Axis, arrow_type, axes_of};
 use super::pruning::ZonePruning;
-use crate::exec::{ScanSummary, TetScanExec};
+use crate::exec::{ChunkFeed, ScanSummary, TetScanExec};
 use crate::format::FormatError;
 use crate::io::{CatalogCache, TetSource};
 use crate::plan::{AxisSelection, chunk_tasks, split_balanced};
@@ -14,9 +14,11 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, DFSchema, Result, ScalarValue, Statistics, plan_err};
 use datafusion::datasource::TableType;
 use datafusion::error::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
 use std::sync::Arc;
 
 /// Name of the value column.
@@ -96,7 +98,18 @@ impl TetTableProvider {
     /// # Ok(()) }
     /// ```
     pub async fn open(session: &dyn Session, location: &str, dataset: Option<&str>) -> Result<Self> {
-        let source = open_source(session, location).await?;
+        Self::open_with(session.config(), session.runtime_env(), location, dataset).await
+    }
+
+    /// [`TetTableProvider::open`] from a session's parts, e.g. the `TaskContext` a plan is
+    /// decoded with.
+    pub async fn open_with(
+        config: &SessionConfig,
+        runtime: &RuntimeEnv,
+        location: &str,
+        dataset: Option<&str>,
+    ) -> Result<Self> {
+        let source = open_source_with(config, runtime, location).await?;
         let ds = Self::pick(&source, dataset)?;
         let file = source.catalog.clone();
         let axes = source
@@ -272,6 +285,48 @@ impl TetTableProvider {
         self.axes.clone()
     }
 
+    /// The scan of `projection` (indices into the table schema) over the chunks of
+    /// `feed`; `sel` is the per-axis selection they were cut from.
+    pub(crate) fn scan_exec(
+        &self,
+        sel: Vec<AxisSelection>,
+        feed: ChunkFeed,
+        pruned_by_zone: u64,
+        value_filters: bool,
+        projection: Vec<usize>,
+        limit: Option<usize>,
+    ) -> Result<TetScanExec> {
+        let ds = &self.source.catalog.datasets[self.dataset];
+        let schema = Arc::new(self.schema.project(&projection)?);
+        let statistics = self.statistics_for(&sel, !value_filters)?.project(Some(&projection));
+        let selection = self
+            .axes
+            .iter()
+            .zip(&sel)
+            .filter(|(_, s)| !s.is_all())
+            .map(|(a, s)| format!("{}: {}/{}", a.name, s.count(), a.extent))
+            .collect();
+        let summary = ScanSummary {
+            chunks_total: ds.record.chunk_count,
+            chunks_selected: feed.len() as u64,
+            chunks_pruned_by_zone: pruned_by_zone,
+            selection,
+            axis_selection: sel,
+            value_filters,
+            statistics,
+        };
+        Ok(TetScanExec::new(
+            self.source.clone(),
+            self.dataset,
+            self.axes.clone(),
+            projection,
+            schema,
+            feed,
+            limit,
+            summary,
+        ))
+    }
+
     fn statistics_for(&self, sel: &[AxisSelection], exact: bool) -> Result<Statistics> {
         let rows: u64 = sel.iter().map(|s| s.count()).product();
         let p = |v| {
@@ -348,8 +403,13 @@ pub(crate) fn to_df(e: FormatError) -> DataFusionError {
 /// Open `location` for `session`: its object store registry and, when [`crate::register`]
 /// installed one, its [`CatalogCache`].
 pub async fn open_source(session: &dyn Session, location: &str) -> Result<Arc<TetSource>> {
-    let cache = session.config().get_extension::<CatalogCache>();
-    TetSource::open_in(session.runtime_env(), cache.as_deref(), location)
+    open_source_with(session.config(), session.runtime_env(), location).await
+}
+
+/// [`open_source`] from a session's parts.
+pub async fn open_source_with(config: &SessionConfig, runtime: &RuntimeEnv, location: &str) -> Result<Arc<TetSource>> {
+    let cache = config.get_extension::<CatalogCache>();
+    TetSource::open_in(runtime, cache.as_deref(), location)
         .await
         .map_err(to_df)
 }
@@ -398,51 +458,27 @@ impl TableProvider for TetTableProvider {
         let file = &self.source.catalog;
         let ds = &file.datasets[self.dataset];
         let planned = self.plan_chunks(state, filters)?;
-        let (sel, tasks, pruned, value_filters) = (
-            planned.selection,
-            planned.tasks,
-            planned.pruned_by_zone,
-            planned.value_filters,
-        );
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
         let reads_values = projection.contains(&self.axes.len());
-        let schema = Arc::new(self.schema.project(&projection)?);
-        let statistics = self.statistics_for(&sel, !value_filters)?.project(Some(&projection));
-        let selection = self
-            .axes
-            .iter()
-            .zip(&sel)
-            .filter(|(_, s)| !s.is_all())
-            .map(|(a, s)| format!("{}: {}/{}", a.name, s.count(), a.extent))
-            .collect();
         // Balanced by stored bytes (or cells when no payload is read).
         let target = state.config().target_partitions().max(1);
-        let partitions = split_balanced(tasks, target, |t| {
+        let partitions = split_balanced(planned.tasks, target, |t| {
             if reads_values {
                 file.chunk(ds, t.linear).1.stored_byte_len
             } else {
                 t.cells
             }
         });
-        let summary = ScanSummary {
-            chunks_total: ds.record.chunk_count,
-            chunks_selected: partitions.iter().map(|p| p.len() as u64).sum(),
-            chunks_pruned_by_zone: pruned,
-            selection,
-            statistics,
-        };
-        Ok(Arc::new(TetScanExec::new(
-            self.source.clone(),
-            self.dataset,
-            self.axes.clone(),
+        Ok(Arc::new(self.scan_exec(
+            planned.selection,
+            ChunkFeed::new(partitions)?,
+            planned.pruned_by_zone,
+            planned.value_filters,
             projection,
-            schema,
-            partitions,
             limit,
-            summary,
-        )))
+        )?))
     }
 }

@@ -7,7 +7,7 @@ use crate::sql_differential::Case;
 use datafusion::physical_plan::displayable;
 use datafusion::prelude::SessionContext;
 
-async fn no_pushdown() -> SessionContext {
+pub async fn no_pushdown() -> SessionContext {
     let c = ctx();
     c.sql("SET tet.aggregate_pushdown = false")
         .await
@@ -34,7 +34,9 @@ fn close(a: &Val, b: &Val) -> bool {
 }
 
 /// Returns false when DataFusion itself refuses the query (and checks the pushdown does too).
-async fn compare(on: &SessionContext, off: &SessionContext, sql: &str, expect_pushdown: bool) -> bool {
+/// `expect_pushdown`: whether `on`'s physical plan must (not) hold `TetAggregateExec`
+/// (`None` for distributed sessions, whose local plan is only the client's stub).
+pub async fn compare(on: &SessionContext, off: &SessionContext, sql: &str, expect_pushdown: Option<bool>) -> bool {
     let want = match off.sql(sql).await {
         Ok(df) => df.collect().await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
@@ -48,8 +50,10 @@ async fn compare(on: &SessionContext, off: &SessionContext, sql: &str, expect_pu
         );
         return false;
     };
-    let plan = plan_text(on, sql).await.unwrap();
-    assert_eq!(plan.contains("TetAggregateExec"), expect_pushdown, "{sql}\n{plan}");
+    if let Some(expect) = expect_pushdown {
+        let plan = plan_text(on, sql).await.unwrap();
+        assert_eq!(plan.contains("TetAggregateExec"), expect, "{sql}\n{plan}");
+    }
     let got = sorted(rows(on, sql).await);
     let want = sorted(rows(off, sql).await);
     assert_eq!(got.len(), want.len(), "{sql}");
@@ -78,6 +82,41 @@ const AGGS: &[&str] = &[
     "max(CAST(v AS DOUBLE))",
 ];
 
+/// A random grouped aggregate over `from` (a table of `case`): random group-by axes,
+/// one to three aggregates of [`AGGS`], random axis predicates.
+pub fn random_aggregate(case: &Case, rng: &mut Rng, from: &str) -> String {
+    let n = case.axes.len();
+    let groups: Vec<String> = (0..n)
+        .filter(|_| rng.below(2) == 0)
+        .map(|d| case.axes[d].name.clone())
+        .collect();
+    let aggs: Vec<&str> = (0..rng.range(1, 4))
+        .map(|_| AGGS[rng.below(AGGS.len() as u64) as usize])
+        .collect();
+    let mut preds = Vec::new();
+    for d in 0..n {
+        if rng.below(3) == 0 {
+            preds.push(case.predicate(rng, d).0);
+        }
+    }
+    let where_ = if preds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", preds.join(" AND "))
+    };
+    let select: Vec<String> = groups
+        .iter()
+        .cloned()
+        .chain(aggs.iter().map(|a| a.to_string()))
+        .collect();
+    let group_by = if groups.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", groups.join(", "))
+    };
+    format!("SELECT {} FROM {from}{where_}{group_by}", select.join(", "))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn random_aggregates_equal_datafusion() {
     let dir = tempdir();
@@ -88,37 +127,8 @@ async fn random_aggregates_equal_datafusion() {
         let case = Case::generate(&mut rng, dir.path(), k);
         let from = format!("tet('{}', 't')", case.path);
         for _ in 0..4 {
-            let n = case.axes.len();
-            let groups: Vec<String> = (0..n)
-                .filter(|_| rng.below(2) == 0)
-                .map(|d| case.axes[d].name.clone())
-                .collect();
-            let aggs: Vec<&str> = (0..rng.range(1, 4))
-                .map(|_| AGGS[rng.below(AGGS.len() as u64) as usize])
-                .collect();
-            let mut preds = Vec::new();
-            for d in 0..n {
-                if rng.below(3) == 0 {
-                    preds.push(case.predicate(&mut rng, d).0);
-                }
-            }
-            let where_ = if preds.is_empty() {
-                String::new()
-            } else {
-                format!(" WHERE {}", preds.join(" AND "))
-            };
-            let select: Vec<String> = groups
-                .iter()
-                .cloned()
-                .chain(aggs.iter().map(|a| a.to_string()))
-                .collect();
-            let group_by = if groups.is_empty() {
-                String::new()
-            } else {
-                format!(" GROUP BY {}", groups.join(", "))
-            };
-            let sql = format!("SELECT {} FROM {from}{where_}{group_by}", select.join(", "));
-            compared += compare(&on, &off, &sql, true).await as usize;
+            let sql = random_aggregate(&case, &mut rng, &from);
+            compared += compare(&on, &off, &sql, Some(true)).await as usize;
         }
     }
     // Most random queries are valid SQL (some compare a text label with a number).
@@ -145,7 +155,7 @@ async fn query_shapes_around_the_aggregate() {
         format!("SELECT {a2}, {a0}, var_pop(v) FROM {f} GROUP BY {a2}, {a0}"),
     ];
     for q in &fire {
-        assert!(compare(&on, &off, q, true).await, "{q}");
+        assert!(compare(&on, &off, q, Some(true)).await, "{q}");
     }
     let keep = [
         format!("SELECT count(DISTINCT v) FROM {f}"),
@@ -158,7 +168,7 @@ async fn query_shapes_around_the_aggregate() {
         format!("SELECT count(*), sum(v), min(v) FROM {f} WHERE {a0} IN (SELECT {a0} FROM {f} LIMIT 1)"),
     ];
     for q in &keep {
-        assert!(compare(&on, &off, q, false).await, "{q}");
+        assert!(compare(&on, &off, q, Some(false)).await, "{q}");
     }
 }
 
@@ -178,7 +188,7 @@ async fn empty_selections_give_datafusions_empty_results() {
         format!("SELECT count(*), count(v), sum(v), avg(v), min(v), var(v) FROM {f} WHERE {never}"),
         format!("SELECT {a0}, count(*) FROM {f} WHERE {never} GROUP BY {a0}"),
     ] {
-        assert!(compare(&on, &off, &q, true).await, "{q}");
+        assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
     }
     let (got, _) = rows_and_scan_metrics(&on, &format!("SELECT count(*) FROM {f} WHERE {never}")).await;
     assert_eq!(got, vec![vec![Val::Int(0)]]);
@@ -227,7 +237,7 @@ async fn nan_infinity_and_fill_values_follow_datafusion() {
             w.write_path(&path).unwrap();
             let f = format!("tet('{}')", path.display());
             let all = "count(*), count(v), sum(v), avg(v), min(v), max(v), var_pop(v), stddev(v)";
-            assert!(compare(&on, &off, &format!("SELECT {all} FROM {f}"), true).await);
+            assert!(compare(&on, &off, &format!("SELECT {all} FROM {f}"), Some(true)).await);
             // DataFusion's grouped min/max skip NaN while its ungrouped ones order NaN above
             // every number; the pushdown gives the ungrouped answer for each group, so the
             // oracle is DataFusion's ungrouped query per group.

@@ -213,6 +213,7 @@ async fn differential_queries_on_s3_and_http_equal_the_oracle() {
             &format!("tet('s3://diff/diff/case{k}.tet', 't')"),
             &mut r1,
             k,
+            true,
         )
         .await;
         let mut r2 = Rng(1000 + k as u64);
@@ -222,6 +223,7 @@ async fn differential_queries_on_s3_and_http_equal_the_oracle() {
             &format!("tet('{}/diff/case{k}.tet', 't')", nginx.endpoint),
             &mut r2,
             k,
+            true,
         )
         .await;
     }

@@ -28,9 +28,20 @@ pub struct Server {
     pub dir: PathBuf,
 }
 
-fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, String> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// Make the child `cmd` starts get SIGKILL when the thread that started it ends.
+pub fn die_with_thread(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
 
 /// Spawn `cmd` from a thread that never ends, then wait for `port` to accept connections.
@@ -41,13 +52,7 @@ fn spawn(name: &str, mut cmd: Command, port: u16, log: PathBuf) -> Result<(), St
     cmd.stdout(Stdio::from(log_file))
         .stderr(Stdio::from(log_err))
         .stdin(Stdio::null());
-    // SAFETY: prctl is async-signal-safe; the closure touches nothing else.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    die_with_thread(&mut cmd);
     let exited = Arc::new(AtomicBool::new(false));
     let flag = exited.clone();
     std::thread::Builder::new()
