@@ -3,7 +3,8 @@
 //!
 //! Flags are datafusion-cli's: `-c`, `-f`, `-r`, `-p`, `-b`, `-m`, `-d`, `--format`, `-q`,
 //! `--maxrows`, `--color`, `--mem-pool-type`, `--top-memory-consumers`,
-//! `--object-store-profiling`.
+//! `--object-store-profiling`; with the `ballista` feature, `--ballista df://HOST:PORT`
+//! sends every query to a Ballista cluster.
 
 use clap::Parser;
 use datafusion::config::ConfigOptions;
@@ -88,6 +89,13 @@ struct Args {
     disk_limit: Option<usize>,
     #[clap(long, help = "Default object_store_profiling mode: disabled, summary, trace", default_value_t = InstrumentedObjectStoreMode::Disabled)]
     object_store_profiling: InstrumentedObjectStoreMode,
+    #[cfg(feature = "ballista")]
+    #[clap(
+        long,
+        value_name = "df://HOST:PORT",
+        help = "Run every query on the Ballista cluster whose scheduler (tet-ballista-scheduler) listens there"
+    )]
+    ballista: Option<String>,
 }
 
 fn valid_file(p: &str) -> Result<String, String> {
@@ -190,6 +198,11 @@ async fn run() -> Result<()> {
         registry.clone(),
     )));
     let ctx = SessionContext::new_with_config_rt(session_config, rt.build_arc()?).enable_url_table();
+    #[cfg(feature = "ballista")]
+    let ctx = match &args.ballista {
+        Some(url) => datafusion_tet::ballista::connect(ctx.state(), url).await?,
+        None => ctx,
+    };
     ctx.refresh_catalogs().await?;
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
         ctx.state().catalog_list().clone(),

@@ -5,6 +5,8 @@
 //! for an allocation.
 
 mod agg_differential;
+#[cfg(all(feature = "ballista", feature = "cli"))]
+mod ballista;
 #[cfg(feature = "cli")]
 mod cli;
 mod common;

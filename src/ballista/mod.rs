@@ -1,0 +1,167 @@
+//! Distributed SQL on Apache Ballista (feature `ballista`).
+//!
+//! The same queries as a local [`SessionContext`] with [`crate::register`], run by a
+//! Ballista cluster: the client plans (the aggregate pushdown is a logical rewrite, so it
+//! survives), the scheduler reopens each file to split it into chunk tasks, executors read
+//! only the chunks of their tasks. Every process must reach the files by the same
+//! location: a path on a shared file system, or an object store URL (stores come from the
+//! environment, as in `tet-sql`; see [`crate::io::EnvObjectStoreRegistry`]).
+//!
+//! ```no_run
+//! # async fn demo() -> datafusion::error::Result<()> {
+//! // tet-ballista-scheduler --bind-port 50050 and some tet-ballista-executor are running.
+//! let ctx = datafusion_tet::ballista::session("df://localhost:50050").await?;
+//! ctx.sql("SELECT lat, avg(v) FROM tet('/shared/weather.tet', 'temp') GROUP BY lat")
+//!     .await?
+//!     .show()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Pieces: [`TetLogicalCodec`] / [`TetPhysicalCodec`] carry our tables and plans;
+//! [`session_config`] and [`session_state`] build the sessions of all three roles;
+//! [`scheduler_config`] and [`executor_config`] wire them into Ballista's scheduler and
+//! executor (the `tet-ballista-scheduler` and `tet-ballista-executor` binaries).
+
+mod codec;
+
+pub use codec::{TAG, TetLogicalCodec, TetPhysicalCodec};
+
+use crate::io::{CatalogCache, EnvObjectStoreRegistry};
+use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::executor_process::ExecutorProcessConfig;
+use ballista_scheduler::config::SchedulerConfig;
+use datafusion::common::Result;
+use datafusion::execution::SessionState;
+use datafusion::execution::object_store::DefaultObjectStoreRegistry;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use std::sync::{Arc, LazyLock};
+
+/// One object store registry and one catalog cache per process, shared by all sessions
+/// (Ballista builds a session per job and per task).
+static REGISTRY: LazyLock<Arc<EnvObjectStoreRegistry>> =
+    LazyLock::new(|| Arc::new(EnvObjectStoreRegistry::new(Arc::new(DefaultObjectStoreRegistry::new()))));
+static CATALOGS: LazyLock<Arc<CatalogCache>> = LazyLock::new(|| Arc::new(CatalogCache::default()));
+
+/// Ballista's session configuration with our codecs, the `tet.*` options and the
+/// process's [`CatalogCache`].
+pub fn session_config() -> SessionConfig {
+    with_codecs(SessionConfig::new_with_ballista())
+}
+
+fn with_codecs(config: SessionConfig) -> SessionConfig {
+    let mut config = config
+        .with_ballista_logical_extension_codec(Arc::new(TetLogicalCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(TetPhysicalCodec::default()))
+        .with_extension(CATALOGS.clone());
+    let options = config.options_mut();
+    if options.extensions.get::<crate::sql::TetConfig>().is_none() {
+        options.extensions.insert(crate::sql::TetConfig::default());
+    }
+    config
+}
+
+/// A runtime whose object stores come from the environment (`AWS_*`, `GOOGLE_*`,
+/// `AZURE_*`), with spill files under `temp_dir` when given.
+pub fn runtime_env(temp_dir: Option<&str>) -> Result<Arc<RuntimeEnv>> {
+    let mut rt = RuntimeEnvBuilder::new().with_object_store_registry(REGISTRY.clone());
+    if let Some(dir) = temp_dir {
+        rt = rt.with_temp_file_path(dir);
+    }
+    rt.build_arc()
+}
+
+/// Ballista's default session for `config`, with [`crate::register_state`] applied and
+/// object stores from the environment: the session builder of our scheduler, and the
+/// client's starting point.
+pub fn session_state(config: SessionConfig) -> Result<SessionState> {
+    let state = ballista_core::utils::default_session_builder(with_codecs(config))?;
+    let state = SessionStateBuilder::new_from_existing(state)
+        .with_runtime_env(runtime_env(None)?)
+        .build();
+    Ok(crate::register_state(state))
+}
+
+/// A client session that sends every query to the Ballista scheduler at `url`
+/// (`df://host:port`).
+pub async fn session(url: &str) -> Result<SessionContext> {
+    connect(session_state(session_config())?, url).await
+}
+
+/// Turn an existing session (its options, object stores and registrations are kept)
+/// into a client of the scheduler at `url`. [`crate::register`] may be applied before or
+/// after.
+pub async fn connect(state: SessionState, url: &str) -> Result<SessionContext> {
+    let config = with_codecs(state.config().clone());
+    let state = SessionStateBuilder::new_from_existing(state)
+        .with_config(config)
+        .build();
+    SessionContext::remote_with_state(url, state).await
+}
+
+/// An in-process scheduler and executor (Ballista's standalone mode) with our session
+/// setup: the distributed code path without processes, for tests and trials.
+pub async fn standalone() -> Result<SessionContext> {
+    SessionContext::standalone_with_state(session_state(session_config())?).await
+}
+
+/// `config` with our codecs and session setup: what `tet-ballista-scheduler` runs.
+pub fn scheduler_config(config: SchedulerConfig) -> SchedulerConfig {
+    let mut config = config
+        .with_override_config_producer(Arc::new(session_config))
+        .with_override_session_builder(Arc::new(session_state));
+    config.override_logical_codec = Some(Arc::new(TetLogicalCodec::default()));
+    config.override_physical_codec = Some(Arc::new(TetPhysicalCodec::default()));
+    config
+}
+
+/// `config` with our codecs, session options, merge functions and object stores: what
+/// `tet-ballista-executor` runs. Spill files go to the executor's work directory.
+pub fn executor_config(mut config: ExecutorProcessConfig) -> ExecutorProcessConfig {
+    let work_dir = config.work_dir.clone();
+    config.override_config_producer = Some(Arc::new(session_config));
+    config.override_runtime_producer = Some(Arc::new(move |_: &SessionConfig| runtime_env(work_dir.as_deref())));
+    config.override_logical_codec = Some(Arc::new(TetLogicalCodec::default()));
+    config.override_physical_codec = Some(Arc::new(TetPhysicalCodec::default()));
+    let mut functions = BallistaFunctionRegistry::default();
+    for f in crate::sql::merge_functions() {
+        functions.aggregate_functions.insert(f.name().to_owned(), Arc::new(f));
+    }
+    config.override_function_registry = Some(Arc::new(functions));
+    config
+}
+
+/// Logging for the cluster binaries, as Ballista's stock binaries do it: `RUST_LOG` or
+/// `default_filter` (their `--log-level-setting`), to stdout or to files named `prefix*`
+/// under `log_dir`, rotated by `rotation`.
+pub fn init_logging(
+    default_filter: &str,
+    log_dir: Option<&str>,
+    prefix: &str,
+    rotation: ballista_core::config::LogRotationPolicy,
+    thread_info: bool,
+) {
+    use ballista_core::config::LogRotationPolicy as P;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::new(std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_else(|_| default_filter.to_owned()));
+    let fmt = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_thread_names(thread_info)
+        .with_thread_ids(thread_info)
+        .with_env_filter(filter);
+    match log_dir {
+        Some(dir) => {
+            let appender = match rotation {
+                P::Minutely => tracing_appender::rolling::minutely(dir, prefix),
+                P::Hourly => tracing_appender::rolling::hourly(dir, prefix),
+                P::Daily => tracing_appender::rolling::daily(dir, prefix),
+                P::Never => tracing_appender::rolling::never(dir, prefix),
+            };
+            fmt.with_writer(appender).init();
+        }
+        None => fmt.with_writer(std::io::stdout).init(),
+    }
+}

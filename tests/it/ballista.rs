@@ -1,0 +1,605 @@
+//! Ballista (feature `ballista`): plan codec round trips and damaged plans, the
+//! differential query set on an in-process cluster, and a cluster of real processes
+//! (`tet-ballista-scheduler` + two `tet-ballista-executor`s) on loopback, including a
+//! killed executor and files in an S3-compatible store.
+
+use crate::agg_differential::{compare, no_pushdown, random_aggregate};
+use crate::common::{Rng, Val, ctx, rows, rows_of, sorted, tempdir};
+use crate::servers;
+use crate::sql_differential::{Case, check_case};
+use datafusion::physical_plan::{ExecutionPlan, displayable};
+use datafusion::prelude::SessionContext;
+use datafusion_proto::bytes::{
+    logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
+use datafusion_proto::physical_plan::{DefaultPhysicalProtoConverter, PhysicalExtensionCodec};
+use datafusion_tet::ballista::{TAG, TetLogicalCodec, TetPhysicalCodec};
+use datafusion_tet::exec::ChunkFeed;
+use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A cube of `f64` with `n_time × 24 × 36` cells in `4 × 12 × 12` chunks (6 per 4 time
+/// steps), string labels on `lat`, integer labels on `time` (up to 64 steps), zone maps,
+/// raw and zstd chunks alternating.
+fn cube(path: &Path, n_time: u64) {
+    let (nt, ny, nx) = (n_time, 24u64, 36u64);
+    let mut rng = Rng(9);
+    let data: Vec<u8> = (0..nt * ny * nx)
+        .flat_map(|_| ((rng.below(20_000) as f64) / 8.0 - 1000.0).to_le_bytes())
+        .collect();
+    let chunks = nt.div_ceil(4) * 2 * 3;
+    let codecs = ChunkCodecs::PerChunk(
+        (0..chunks)
+            .map(|i| if i % 2 == 0 { Codec::Raw } else { Codec::Zstd })
+            .collect(),
+    );
+    let mut spec = DatasetSpec::new("temp", DType::F64, &[nt, ny, nx], &[4, 12, 12], &data)
+        .codecs(codecs)
+        .dim_names(&["time", "lat", "lon"])
+        .labels("lat", (0..ny).map(|i| format!("N{:02}", i % 12)).collect());
+    // Footer labels are limited to 64 per axis.
+    if nt <= 64 {
+        spec = spec.labels("time", (0..nt).map(|i| (1000 + 6 * i).to_string()).collect());
+    }
+    let mut w = TetWriter::new();
+    w.dataset(spec).unwrap();
+    w.zone_maps(true);
+    w.write_path(path).unwrap();
+}
+
+/// Queries over `cube` (`{f}` is the table): slices, labels, every pushed aggregate,
+/// shapes around the aggregate.
+const CUBE_QUERIES: &[&str] = &[
+    "SELECT * FROM {f} WHERE time BETWEEN 1030 AND 1100 AND lon < 5",
+    "SELECT time, lat, lon, v FROM {f} WHERE lat = 'N03' AND v > 0",
+    "SELECT count(*), count(v), sum(v), min(v), max(v) FROM {f} WHERE lon IN (1, 30)",
+    "SELECT lat, avg(v), var_pop(v), stddev(v) FROM {f} GROUP BY lat",
+    "SELECT time, lat, count(*), sum(v), var(v), stddev_pop(v), var_samp(v), stddev_samp(v) FROM {f} WHERE lon >= 12 GROUP BY time, lat",
+    "SELECT lon, min(v), max(CAST(v AS DOUBLE)) FROM {f} WHERE time <> 1006 GROUP BY lon ORDER BY lon LIMIT 7",
+    "SELECT lat, avg(v) AS a FROM {f} GROUP BY lat HAVING avg(v) > -1000 ORDER BY a DESC",
+    "SELECT count(*) FROM (SELECT lat, lon FROM {f} WHERE time = 1012) AS s",
+];
+
+fn q(sql: &str, from: &str) -> String {
+    sql.replace("{f}", from)
+}
+
+/// `got` equals `want` as multisets, floats within 1e-9 relative.
+fn assert_same(got: Vec<Vec<Val>>, want: Vec<Vec<Val>>, what: &str) {
+    let (got, want) = (sorted(got), sorted(want));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(&want) {
+        let same = g.iter().zip(w).all(|(a, b)| match (a, b) {
+            (Val::Float(x), Val::Float(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+            _ => a == b,
+        });
+        assert!(same, "{what}\n got {g:?}\nwant {w:?}");
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn plan_text(p: &Arc<dyn ExecutionPlan>) -> String {
+    displayable(p.as_ref()).indent(true).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codecs_round_trip_logical_and_physical_plans() {
+    let dir = tempdir();
+    let path = dir.path().join("cube.tet");
+    cube(&path, 64);
+    let from = format!("tet('{}', 'temp')", path.display());
+    let ctx = ctx();
+    let (lcodec, pcodec) = (TetLogicalCodec::default(), TetPhysicalCodec::default());
+    let task = ctx.task_ctx();
+    for sql in CUBE_QUERIES {
+        let sql = q(sql, &from);
+        let df = ctx.sql(&sql).await.unwrap();
+        let want = rows_of(&df.clone().collect().await.unwrap());
+
+        let logical = df.clone().into_optimized_plan().unwrap();
+        let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &lcodec).unwrap();
+        assert!(contains(&bytes, TAG), "our table is not in the logical plan of {sql}");
+        let back = logical_plan_from_bytes_with_extension_codec(&bytes, &task, &lcodec).unwrap();
+        assert_eq!(
+            back.display_indent().to_string(),
+            logical.display_indent().to_string(),
+            "{sql}"
+        );
+        let got = rows_of(&ctx.execute_logical_plan(back).await.unwrap().collect().await.unwrap());
+        assert_same(got, want.clone(), &sql);
+
+        let physical = df.create_physical_plan().await.unwrap();
+        let bytes = physical_plan_to_bytes_with_extension_codec(physical.clone(), &pcodec).unwrap();
+        // (A bare count(*) is answered from statistics, without our nodes.)
+        let ours = plan_text(&physical).contains("Tet");
+        assert_eq!(contains(&bytes, TAG), ours, "our node in the physical plan of {sql}");
+        let back = physical_plan_from_bytes_with_extension_codec(&bytes, &task, &pcodec).unwrap();
+        assert_eq!(plan_text(&back), plan_text(&physical), "{sql}");
+        let got = rows_of(&datafusion::physical_plan::collect(back, task.clone()).await.unwrap());
+        assert_same(got, want, &sql);
+    }
+    // The pushdown's plans travel too: the partial aggregate table and TetAggregateExec.
+    let plan = physical(&ctx, &q(CUBE_QUERIES[3], &from)).await;
+    assert!(plan_text(&plan).contains("TetAggregateExec"));
+    let bytes = physical_plan_to_bytes_with_extension_codec(plan, &pcodec).unwrap();
+    let back = physical_plan_from_bytes_with_extension_codec(&bytes, &task, &pcodec).unwrap();
+    assert!(plan_text(&back).contains("TetAggregateExec"));
+}
+
+async fn physical(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap()
+}
+
+/// What our codec writes for our scan or aggregate node in `plan`.
+fn our_node(pcodec: &TetPhysicalCodec, plan: Arc<dyn ExecutionPlan>) -> Vec<u8> {
+    fn find(p: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        if p.name().starts_with("Tet") {
+            return p;
+        }
+        find(Arc::clone(p.children()[0]))
+    }
+    let mut buf = Vec::new();
+    pcodec
+        .try_encode(find(plan), &mut buf, &DefaultPhysicalProtoConverter {})
+        .unwrap();
+    buf
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn damaged_or_stale_plans_are_clear_errors() {
+    let dir = tempdir();
+    let path = dir.path().join("cube.tet");
+    cube(&path, 64);
+    let from = format!("tet('{}', 'temp')", path.display());
+    let ctx = ctx();
+    let task = ctx.task_ctx();
+    let pcodec = TetPhysicalCodec::default();
+    let feed = [ChunkFeed::new(vec![]).unwrap().input];
+    let decode = |buf: &[u8]| {
+        pcodec
+            .try_decode(buf, &feed, &task, &DefaultPhysicalProtoConverter {})
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let good = our_node(
+        &pcodec,
+        physical(&ctx, &format!("SELECT v FROM {from} WHERE time < 1024")).await,
+    );
+    assert!(good.starts_with(TAG));
+    decode(&good).unwrap();
+    let body = String::from_utf8(good[5..].to_vec()).unwrap();
+    let with = |from: &str, to: &str| {
+        assert!(body.contains(from), "{from} not in {body}");
+        [&good[..5], body.replacen(from, to, 1).as_bytes()].concat()
+    };
+    let expect = |buf: Vec<u8>, words: &[&str]| {
+        let e = decode(&buf).expect_err("a damaged plan decoded");
+        for w in words {
+            assert!(e.contains(w), "{e:?} lacks {w:?}");
+        }
+    };
+    expect([&TAG[..3], &[2u8, 3]].concat(), &["wire version 2"]);
+    expect([&TAG[..], &[99u8]].concat(), &["unknown kind 99"]);
+    expect([&good[..5], b"{\"file\":"].concat(), &["decoding a tet scan"]);
+    expect(with("\"chunks\":[", "\"chunks\":[95,"), &["cube.tet", "chunk 95"]);
+    expect(
+        with("\"selection\":[[[0,", "\"selection\":[[[0,65],[0,"),
+        &["axis time", "extent 64"],
+    );
+    expect(with("\"projection\":[", "\"projection\":[7,"), &["projects columns"]);
+    expect(with("\"dataset\":\"temp\"", "\"dataset\":\"pressure\""), &["pressure"]);
+    expect(with(".tet\"", ".tet.missing\""), &["cube.tet.missing"]);
+    // Another process of the same build on a changed file: refused, not misread.
+    cube(&path, 60);
+    expect(good.clone(), &["cube.tet", "changed"]);
+    cube(&path, 64);
+    // Our node's child must be the chunk-id feed.
+    let e = pcodec
+        .try_decode(&good, &[], &task, &DefaultPhysicalProtoConverter {})
+        .expect_err("decoded without its child");
+    assert!(e.to_string().contains("expected 1"), "{e}");
+
+    // A pushed aggregate naming a function or type we do not compute.
+    let good = our_node(
+        &pcodec,
+        physical(&ctx, &format!("SELECT lat, avg(v) FROM {from} GROUP BY lat")).await,
+    );
+    decode(&good).unwrap();
+    let body = String::from_utf8(good[5..].to_vec()).unwrap();
+    for (a, b, word) in [
+        ("\"avg\"", "\"median\"", "median"),
+        ("\"Float64\"", "\"Utf8\"", "Utf8"),
+        ("\"groups\":[1]", "\"groups\":[1,1]", "repeated"),
+    ] {
+        assert!(body.contains(a), "{a} not in {body}");
+        expect([&good[..5], body.replacen(a, b, 1).as_bytes()].concat(), &[word]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_process_cluster_equals_local_execution() {
+    let dir = tempdir();
+    use ballista::prelude::{SessionConfigExt, SessionContextExt};
+    use datafusion_tet::ballista::{session_config, session_state};
+    // Eight task slots: the cases below run concurrently.
+    let config = session_config().with_ballista_standalone_parallelism(8);
+    let cluster = SessionContext::standalone_with_state(session_state(config).unwrap())
+        .await
+        .unwrap();
+    let (local, oracle) = (ctx(), no_pushdown().await);
+    // Ballista's in-process scheduler hands out work by polling, so each job takes a
+    // fraction of a second: the cases run concurrently, each with its own generator.
+    let cases = (0..8).map(|k| {
+        let (cluster, oracle, dir) = (&cluster, &oracle, dir.path());
+        async move {
+            let mut rng = Rng(555 + k as u64);
+            let case = Case::generate(&mut rng, dir, k);
+            let from = format!("tet('{}', 't')", case.path);
+            // Slices against the brute-force oracle.
+            check_case(cluster, &case, &from, &mut rng, k, false).await;
+            // Grouped aggregates against DataFusion's own (non-pushed) plan.
+            let mut compared = 0;
+            for _ in 0..4 {
+                let sql = random_aggregate(&case, &mut rng, &from);
+                compared += compare(cluster, oracle, &sql, None).await as usize;
+            }
+            compared
+        }
+    });
+    let compared: usize = futures::future::join_all(cases).await.into_iter().sum();
+    // Most random queries are valid SQL (some compare a text label with a number).
+    assert!(compared >= 20, "only {compared} of 32 aggregates compared");
+    let path = dir.path().join("cube.tet");
+    cube(&path, 64);
+    let from = format!("tet('{}', 'temp')", path.display());
+    let cube_queries = CUBE_QUERIES.iter().map(|sql| {
+        let (cluster, local, sql) = (&cluster, &local, q(sql, &from));
+        async move { assert_same(rows(cluster, &sql).await, rows(local, &sql).await, &sql) }
+    });
+    futures::future::join_all(cube_queries).await;
+    let explain = distributed_plan(&cluster, &q(CUBE_QUERIES[3], &from)).await;
+    assert!(explain.contains("TetAggregateExec"), "{explain}");
+}
+
+/// The `distributed_plan` row of `EXPLAIN sql` (Ballista's stages).
+async fn distributed_plan(ctx: &SessionContext, sql: &str) -> String {
+    let rows = rows(ctx, &format!("EXPLAIN {sql}")).await;
+    rows.iter()
+        .find(|r| r[0] == Val::Str("distributed_plan".into()))
+        .map(|r| format!("{:?}", r[1]))
+        .unwrap_or_else(|| panic!("no distributed_plan in {rows:?}"))
+}
+
+/// A child process killed when dropped (and, through `PR_SET_PDEATHSIG`, when the
+/// thread that started it ends).
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn start(bin: &str, args: &[String], env: &[(&str, &str)], log: PathBuf) -> Proc {
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(out.try_clone().unwrap()))
+            .stderr(Stdio::from(out))
+            .stdin(Stdio::null());
+        servers::die_with_thread(&mut cmd);
+        Proc {
+            child: cmd.spawn().unwrap_or_else(|e| panic!("starting {bin}: {e}")),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Lines of the log containing `needle`.
+    fn count(&self, needle: &str) -> usize {
+        BufReader::new(std::fs::File::open(&self.log).unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    fn wait_for(&mut self, what: &str, ok: impl Fn(&Proc) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if ok(self) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{what}: the process exited ({status}); its log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{what}: not within 60 s; log:\n{}", self.log());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The log line an executor writes for each task it runs (push scheduling).
+const TASK_LINE: &str = "Execute task";
+
+/// One scheduler and `n` executors (one task slot each) on loopback.
+struct Cluster {
+    url: String,
+    /// Stops with the cluster.
+    _scheduler: Proc,
+    executors: Vec<Proc>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(n: usize, env: &[(&str, &str)]) -> Cluster {
+        let dir = tempdir();
+        let port = servers::free_port().unwrap();
+        let mut scheduler = Proc::start(
+            env!("CARGO_BIN_EXE_tet-ballista-scheduler"),
+            &[
+                "--bind-host",
+                "127.0.0.1",
+                "--bind-port",
+                &port.to_string(),
+                // Notice a lost executor within seconds rather than minutes.
+                "--executor-timeout-seconds",
+                "6",
+                "--expire-dead-executor-interval-seconds",
+                "1",
+            ]
+            .map(String::from),
+            env,
+            dir.path().join("scheduler.log"),
+        );
+        scheduler.wait_for("scheduler listening", |_| {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let executors = (0..n)
+            .map(|i| {
+                let work = dir.path().join(format!("work{i}"));
+                std::fs::create_dir_all(&work).unwrap();
+                let [p, g, h] = [(); 3].map(|_| servers::free_port().unwrap().to_string());
+                let mut e = Proc::start(
+                    env!("CARGO_BIN_EXE_tet-ballista-executor"),
+                    &[
+                        "--scheduler-host",
+                        "127.0.0.1",
+                        "--scheduler-port",
+                        &port.to_string(),
+                        "--bind-host",
+                        "127.0.0.1",
+                        "--bind-port",
+                        &p,
+                        "--bind-grpc-port",
+                        &g,
+                        "--bind-health-port",
+                        &h,
+                        "--work-dir",
+                        &work.display().to_string(),
+                        "--concurrent-tasks",
+                        "1",
+                        "--executor-heartbeat-interval-seconds",
+                        "1",
+                    ]
+                    .map(String::from),
+                    env,
+                    dir.path().join(format!("executor{i}.log")),
+                );
+                e.wait_for("executor registered", |e| e.count("registration succeed") > 0);
+                e
+            })
+            .collect();
+        Cluster {
+            url: format!("df://127.0.0.1:{port}"),
+            _scheduler: scheduler,
+            executors,
+            _dir: dir,
+        }
+    }
+
+    /// A client session; queries are split into 8 partitions so both executors get tasks.
+    async fn client(&self) -> SessionContext {
+        let ctx = datafusion_tet::ballista::session(&self.url).await.unwrap();
+        ctx.sql("SET datafusion.execution.target_partitions = 8")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        ctx
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_of_processes_equals_local_execution() {
+    let cluster = Cluster::start(2, &[]);
+    let dir = tempdir();
+    let path = dir.path().join("cube.tet");
+    cube(&path, 64); // 96 chunks
+    let from = format!("tet('{}', 'temp')", path.display());
+    let (client, local) = (cluster.client().await, ctx());
+    for sql in CUBE_QUERIES {
+        let sql = q(sql, &from);
+        assert_same(rows(&client, &sql).await, rows(&local, &sql).await, &sql);
+    }
+    let mut rng = Rng(31);
+    for k in 0..3 {
+        let case = Case::generate(&mut rng, dir.path(), k);
+        let from = format!("tet('{}', 't')", case.path);
+        check_case(&client, &case, &from, &mut rng, k, false).await;
+    }
+    // DDL on the client, run by the cluster.
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE cube STORED AS TET LOCATION '{}' OPTIONS ('tet.dataset' 'temp')",
+        path.display()
+    );
+    client.sql(&ddl).await.unwrap().collect().await.unwrap();
+    let sql = "SELECT lat, sum(v) FROM cube WHERE time < 1100 GROUP BY lat";
+    let local_sql = sql.replace("cube", &from);
+    assert_same(rows(&client, sql).await, rows(&local, &local_sql).await, sql);
+
+    // The catalog functions travel too (recomputed by the scheduler from the file).
+    let catalog = format!(
+        "SELECT d.name, d.chunk_count, count(*) AS rows FROM tet_datasets('{p}') AS d \
+         JOIN tet_chunks('{p}', 'temp') AS c ON c.dataset = d.name GROUP BY d.name, d.chunk_count",
+        p = path.display()
+    );
+    let got = rows(&client, &catalog).await;
+    assert_eq!(got, rows(&local, &catalog).await);
+    assert_eq!(got, vec![vec![Val::Str("temp".into()), Val::Int(96), Val::Int(96)]]);
+
+    // The pushdown runs in the executors' stages.
+    let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &from)).await;
+    assert!(explain.contains("TetAggregateExec"), "{explain}");
+    // Both executors ran tasks.
+    for (i, e) in cluster.executors.iter().enumerate() {
+        assert!(
+            e.count(TASK_LINE) > 0,
+            "executor {i} ran no task; its log:\n{}",
+            e.log()
+        );
+    }
+
+    // tet-sql as the client.
+    let (ok, out, err) = crate::cli::tet_sql_env(
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "--ballista",
+            &cluster.url,
+            "-c",
+            &format!("SELECT lat, count(*) AS n FROM {from} WHERE lat IN ('N01', 'N02') GROUP BY lat ORDER BY lat"),
+            "-c",
+            &format!("EXPLAIN SELECT lat, max(v) FROM {from} GROUP BY lat"),
+        ],
+        dir.path(),
+        &[],
+        &[],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("lat,n\nN01,4608\nN02,4608\n"), "{out}{err}");
+    assert!(
+        out.contains("distributed_plan") && out.contains("TetAggregateExec"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_executor_fails_or_recovers_the_job_in_bounded_time() {
+    let mut cluster = Cluster::start(2, &[]);
+    let dir = tempdir();
+    let path = dir.path().join("big.tet");
+    cube(&path, 4096); // 6144 chunks, 28 MiB
+    let from = format!("tet('{}', 'temp')", path.display());
+    let sql = format!("SELECT lat, lon, avg(v), stddev(v), count(*) FROM {from} WHERE v > -990 GROUP BY lat, lon");
+    let (client, local) = (cluster.client().await, ctx());
+    let want = rows(&local, &sql).await;
+    let victim = cluster.executors.pop().unwrap();
+    let before = victim.count(TASK_LINE);
+    let job = {
+        let (client, sql) = (client.clone(), sql.clone());
+        tokio::spawn(async move {
+            let df = client.sql(&sql).await?;
+            df.collect().await
+        })
+    };
+    // Kill the second executor as soon as it runs a task of this job.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while victim.count(TASK_LINE) == before && !job.is_finished() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let killed_mid_job = !job.is_finished();
+    drop(victim);
+    let outcome = tokio::time::timeout(Duration::from_secs(120), job)
+        .await
+        .expect("the job hung after an executor was killed")
+        .unwrap();
+    match outcome {
+        Ok(batches) => {
+            assert_same(rows_of(&batches), want.clone(), &sql);
+            println!("job with a killed executor completed with the right rows");
+        }
+        Err(e) => {
+            let e = e.to_string();
+            println!("job with a killed executor failed: {e}");
+            assert!(e.to_lowercase().contains("executor") || e.contains("task"), "{e}");
+        }
+    }
+    println!("executor killed while the job ran: {killed_mid_job}");
+    // The cluster goes on with the remaining executor.
+    let again = tokio::time::timeout(Duration::from_secs(120), rows(&client, &sql))
+        .await
+        .expect("a query after the executor loss hung");
+    assert_same(again, want, &sql);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn executors_read_files_from_an_s3_compatible_store() {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let Some(moto) = servers::moto() else { return };
+    servers::create_bucket(moto, "cluster");
+    let dir = tempdir();
+    let path = dir.path().join("cube.tet");
+    cube(&path, 64);
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&moto.endpoint)
+        .with_allow_http(true)
+        .with_bucket_name("cluster")
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()
+        .unwrap();
+    store
+        .put(
+            &object_store::path::Path::from("cubes/cube.tet"),
+            PutPayload::from(std::fs::read(&path).unwrap()),
+        )
+        .await
+        .unwrap();
+    let env = [
+        ("AWS_ENDPOINT", moto.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let cluster = Cluster::start(2, &env);
+    let client = cluster.client().await;
+    // The client plans too, so it needs the store as well.
+    client.register_object_store(&url::Url::parse("s3://cluster").unwrap(), Arc::new(store));
+    let local = ctx();
+    let remote_from = "tet('s3://cluster/cubes/cube.tet', 'temp')";
+    let local_from = format!("tet('{}', 'temp')", path.display());
+    for sql in CUBE_QUERIES {
+        let (r, l) = (q(sql, remote_from), q(sql, &local_from));
+        assert_same(rows(&client, &r).await, rows(&local, &l).await, &r);
+    }
+    for (i, e) in cluster.executors.iter().enumerate() {
+        assert!(
+            e.count(TASK_LINE) > 0,
+            "executor {i} ran no task; its log:\n{}",
+            e.log()
+        );
+    }
+}
