@@ -168,22 +168,15 @@ fn open_file(location: &str, version: &SourceVersion, ctx: &TaskContext) -> Resu
 /// Reopen the file a plan names, in the decoding process, and check it is the version
 /// the plan was made for.
 fn open_table(file: &FileRef, ctx: &TaskContext) -> Result<TetTableProvider> {
-    let local = remote_url(&file.location).map_err(crate::sql::to_df)?.is_none();
-    let table = if local {
-        TetTableProvider::try_new(&file.location, Some(&file.dataset))?
-    } else {
+    let source = open_file(&file.location, &file.version, ctx)?;
+    if source.is_remote() {
         crate::sql::block_on(
             "decoding a plan",
-            TetTableProvider::open_with(
-                ctx.session_config(),
-                ctx.runtime_env().as_ref(),
-                &file.location,
-                Some(&file.dataset),
-            ),
-        )?
-    };
-    table.source().check_version(&file.version).map_err(crate::sql::to_df)?;
-    Ok(table)
+            TetTableProvider::for_source(source, Some(&file.dataset)),
+        )
+    } else {
+        TetTableProvider::from_source(source, Some(&file.dataset))
+    }
 }
 
 fn plan_wire(plan: &AggregatePlan) -> PlanWire {

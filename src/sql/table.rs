@@ -109,7 +109,12 @@ impl TetTableProvider {
         location: &str,
         dataset: Option<&str>,
     ) -> Result<Self> {
-        let source = open_source_with(config, runtime, location).await?;
+        Self::for_source(open_source_with(config, runtime, location).await?, dataset).await
+    }
+
+    /// Expose `dataset` of an already opened file, fetching what the axes need (an object
+    /// store file's coordinate variables) on demand.
+    pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
         let ds = Self::pick(&source, dataset)?;
         let file = source.catalog.clone();
         let axes = source
@@ -120,7 +125,7 @@ impl TetTableProvider {
     }
 
     /// Expose `dataset` of an already opened file (for object stores, prefer
-    /// [`TetTableProvider::open`], which fetches coordinate variables as needed).
+    /// [`TetTableProvider::for_source`], which fetches coordinate variables as needed).
     pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
         let ds = Self::pick(&source, dataset)?;
         let file = source.catalog.clone();
