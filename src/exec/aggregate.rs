@@ -20,13 +20,11 @@ use datafusion::common::Result;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use half::f16;
@@ -272,13 +270,7 @@ impl TetAggregateExec {
     }
 
     fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
-        PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(feed.partition_count()),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative)
+        feed.properties(schema, EmissionType::Final)
     }
 
     /// The same aggregation over another feed (fresh metrics).

@@ -130,6 +130,23 @@ impl ChunkFeed {
         self.input.properties().output_partitioning().partition_count()
     }
 
+    /// Properties of a node with `schema` fed by this feed: one output partition per
+    /// child partition, bounded, cooperative.
+    pub(crate) fn properties(
+        &self,
+        schema: &arrow::datatypes::SchemaRef,
+        emission: datafusion::physical_plan::execution_plan::EmissionType,
+    ) -> datafusion::physical_plan::PlanProperties {
+        use datafusion::physical_plan::execution_plan::{Boundedness, SchedulingType};
+        datafusion::physical_plan::PlanProperties::new(
+            datafusion::physical_expr::EquivalenceProperties::new(schema.clone()),
+            datafusion::physical_plan::Partitioning::UnknownPartitioning(self.partition_count()),
+            emission,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative)
+    }
+
     /// Number of planned chunks.
     pub fn len(&self) -> usize {
         self.tasks.len()
