@@ -70,11 +70,16 @@ fn install(state: &mut SessionState) {
     state
         .table_factories_mut()
         .insert("TET".to_string(), Arc::new(TetTableFactory));
-    let options = state.config_mut().options_mut();
-    if options.extensions.get::<sql::TetConfig>().is_none() {
-        options.extensions.insert(sql::TetConfig::default());
-    }
+    with_tet_options(state.config_mut());
     if state.config().get_extension::<io::CatalogCache>().is_none() {
         state.config_mut().set_extension(Arc::new(io::CatalogCache::default()));
+    }
+}
+
+/// Add the `tet.*` session options to `config` unless it has them.
+pub(crate) fn with_tet_options(config: &mut datafusion::prelude::SessionConfig) {
+    let options = config.options_mut();
+    if options.extensions.get::<sql::TetConfig>().is_none() {
+        options.extensions.insert(sql::TetConfig::default());
     }
 }

@@ -57,10 +57,7 @@ fn with_codecs(config: SessionConfig) -> SessionConfig {
         .with_ballista_logical_extension_codec(Arc::new(TetLogicalCodec::default()))
         .with_ballista_physical_extension_codec(Arc::new(TetPhysicalCodec::default()))
         .with_extension(CATALOGS.clone());
-    let options = config.options_mut();
-    if options.extensions.get::<crate::sql::TetConfig>().is_none() {
-        options.extensions.insert(crate::sql::TetConfig::default());
-    }
+    crate::with_tet_options(&mut config);
     config
 }
 

@@ -2,7 +2,7 @@
 //! pushed-down answer equals DataFusion's own plan (`SET tet.aggregate_pushdown = false`),
 //! and `TetAggregateExec` appears exactly when the rule should fire.
 
-use crate::common::{Rng, Val, ctx, rows, rows_and_scan_metrics, sorted, tempdir};
+use crate::common::{Rng, Val, assert_same, close, ctx, rows, rows_and_scan_metrics, sorted, tempdir};
 use crate::sql_differential::Case;
 use datafusion::physical_plan::displayable;
 use datafusion::prelude::SessionContext;
@@ -22,15 +22,6 @@ async fn plan_text(ctx: &SessionContext, sql: &str) -> Option<String> {
     let df = ctx.sql(sql).await.ok()?;
     let p = df.create_physical_plan().await.ok()?;
     Some(displayable(p.as_ref()).indent(true).to_string())
-}
-
-fn close(a: &Val, b: &Val) -> bool {
-    match (a, b) {
-        (Val::Float(x), Val::Float(y)) => {
-            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
-        }
-        _ => a == b,
-    }
 }
 
 /// Returns false when DataFusion itself refuses the query (and checks the pushdown does too).
@@ -54,15 +45,7 @@ pub async fn compare(on: &SessionContext, off: &SessionContext, sql: &str, expec
         let plan = plan_text(on, sql).await.unwrap();
         assert_eq!(plan.contains("TetAggregateExec"), expect, "{sql}\n{plan}");
     }
-    let got = sorted(rows(on, sql).await);
-    let want = sorted(rows(off, sql).await);
-    assert_eq!(got.len(), want.len(), "{sql}");
-    for (g, w) in got.iter().zip(&want) {
-        assert!(
-            g.iter().zip(w).all(|(a, b)| close(a, b)),
-            "{sql}\n got {g:?}\nwant {w:?}"
-        );
-    }
+    assert_same(rows(on, sql).await, rows(off, sql).await, sql);
     true
 }
 

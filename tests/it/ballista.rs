@@ -4,7 +4,7 @@
 //! killed executor and files in an S3-compatible store.
 
 use crate::agg_differential::{compare, no_pushdown, random_aggregate};
-use crate::common::{Rng, Val, ctx, rows, rows_of, sorted, tempdir};
+use crate::common::{Rng, Val, assert_same, ctx, rows, rows_of, tempdir};
 use crate::servers;
 use crate::sql_differential::{Case, check_case};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
@@ -67,19 +67,6 @@ const CUBE_QUERIES: &[&str] = &[
 
 fn q(sql: &str, from: &str) -> String {
     sql.replace("{f}", from)
-}
-
-/// `got` equals `want` as multisets, floats within 1e-9 relative.
-fn assert_same(got: Vec<Vec<Val>>, want: Vec<Vec<Val>>, what: &str) {
-    let (got, want) = (sorted(got), sorted(want));
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(&want) {
-        let same = g.iter().zip(w).all(|(a, b)| match (a, b) {
-            (Val::Float(x), Val::Float(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
-            _ => a == b,
-        });
-        assert!(same, "{what}\n got {g:?}\nwant {w:?}");
-    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -561,15 +548,7 @@ async fn executors_read_files_from_an_s3_compatible_store() {
     let dir = tempdir();
     let path = dir.path().join("cube.tet");
     cube(&path, 64);
-    let store = object_store::aws::AmazonS3Builder::new()
-        .with_endpoint(&moto.endpoint)
-        .with_allow_http(true)
-        .with_bucket_name("cluster")
-        .with_region("us-east-1")
-        .with_access_key_id("test")
-        .with_secret_access_key("test")
-        .build()
-        .unwrap();
+    let store = crate::servers::moto_bucket(moto, "cluster");
     store
         .put(
             &object_store::path::Path::from("cubes/cube.tet"),
@@ -577,13 +556,7 @@ async fn executors_read_files_from_an_s3_compatible_store() {
         )
         .await
         .unwrap();
-    let env = [
-        ("AWS_ENDPOINT", moto.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ];
+    let env = crate::servers::moto_env(moto);
     let cluster = Cluster::start(2, &env);
     let client = cluster.client().await;
     // The client plans too, so it needs the store as well.

@@ -157,27 +157,13 @@ async fn s3_urls_from_the_environment_and_from_ddl_options() {
     let dir = tempdir();
     sample(dir.path());
     crate::servers::create_bucket(moto, "cli");
-    let store = object_store::aws::AmazonS3Builder::new()
-        .with_endpoint(&moto.endpoint)
-        .with_allow_http(true)
-        .with_bucket_name("cli")
-        .with_region("us-east-1")
-        .with_access_key_id("test")
-        .with_secret_access_key("test")
-        .build()
-        .unwrap();
+    let store = crate::servers::moto_bucket(moto, "cli");
     let bytes = std::fs::read(dir.path().join("w.tet")).unwrap();
     store
         .put(&object_store::path::Path::from("dir/w.tet"), PutPayload::from(bytes))
         .await
         .unwrap();
-    let aws = [
-        ("AWS_ENDPOINT", moto.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ];
+    let aws = crate::servers::moto_env(moto);
     let unset = [
         "AWS_ENDPOINT",
         "AWS_ENDPOINT_URL",

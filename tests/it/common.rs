@@ -180,14 +180,7 @@ pub fn rows_of(batches: &[arrow::array::RecordBatch]) -> Vec<Vec<Val>> {
 
 /// Run `sql` and return its rows.
 pub async fn rows(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<Vec<Val>> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    rows_of(&batches)
+    rows_and_plan(ctx, sql).await.0
 }
 
 /// Run `sql` and return its rows with the executed plan (which holds the metrics).
@@ -204,7 +197,7 @@ pub async fn rows_and_plan(
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .create_physical_plan()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
     let batches = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -257,4 +250,26 @@ pub fn ctx() -> datafusion::prelude::SessionContext {
 pub fn sorted(mut rows: Vec<Vec<Val>>) -> Vec<Vec<Val>> {
     rows.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     rows
+}
+
+/// Equal, floats within 1e-9 relative (NaN equals NaN).
+pub fn close(a: &Val, b: &Val) -> bool {
+    match (a, b) {
+        (Val::Float(x), Val::Float(y)) => {
+            (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
+        }
+        _ => a == b,
+    }
+}
+
+/// `got` equals `want` as multisets of rows, values compared by [`close`].
+pub fn assert_same(got: Vec<Vec<Val>>, want: Vec<Vec<Val>>, what: &str) {
+    let (got, want) = (sorted(got), sorted(want));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            g.iter().zip(w).all(|(a, b)| close(a, b)),
+            "{what}\n got {g:?}\nwant {w:?}"
+        );
+    }
 }

@@ -263,3 +263,27 @@ pub fn create_bucket(server: &Server, bucket: &str) {
     s.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "creating bucket {bucket}: {reply}");
 }
+
+/// A store for `bucket` on a moto server, with the keys the tests use.
+pub fn moto_bucket(server: &Server, bucket: &str) -> object_store::aws::AmazonS3 {
+    object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&server.endpoint)
+        .with_allow_http(true)
+        .with_bucket_name(bucket)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()
+        .unwrap()
+}
+
+/// The environment under which `EnvObjectStoreRegistry` reaches that moto server.
+pub fn moto_env(server: &Server) -> [(&'static str, &str); 5] {
+    [
+        ("AWS_ENDPOINT", server.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ]
+}
