@@ -1,4 +1,4 @@
-//! Print the parsed catalog of a `.tet` file as JSON, or the error (exit 1).
+//! Print the parsed structure of a `.tet` file (directory, index, footer) as JSON, or the error (exit 1).
 //!
 //! `cargo run --example inspect -- FILE`
 

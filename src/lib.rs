@@ -15,14 +15,16 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules, top to bottom: [`sql`] (tables, functions, DDL) → [`exec`] (execution plans)
-//! → [`plan`] (selections, chunk tasks) → [`io`] (bytes) → [`format`] (the layout).
+//! Layers, each importing only those below it (checked by a test; see
+//! `docs/architecture.md`): [`format`] (the layout, no DataFusion) ← [`io`] (where bytes
+//! come from) ← [`plan`] (the table model and access plans) ← [`exec`] (execution plans and
+//! kernels) ← [`sql`] (tables, functions, DDL, the pushdown rule) ← `ballista` (plan
+//! serialization, cluster set-up) and the binaries.
 
 #![deny(missing_debug_implementations)]
 
 #[cfg(feature = "ballista")]
 pub mod ballista;
-pub mod demo;
 pub mod exec;
 pub mod format;
 pub mod io;
@@ -41,7 +43,7 @@ use std::sync::Arc;
 /// the `STORED AS TET` factory and its `tet.*` table options, the aggregate pushdown rule
 /// with its merge functions, the `tet.*` session options (`SET tet.aggregate_pushdown =
 /// false` turns the pushdown off; `tet.coalesce_gap_bytes` & co. tune object store reads)
-/// and the session's [`io::CatalogCache`] of opened object store files.
+/// and the session's [`io::SourceCache`] of opened object store files.
 pub fn register(ctx: &SessionContext) {
     ctx.add_optimizer_rule(Arc::new(sql::TetAggregatePushdown));
     install(&mut ctx.state_ref().write());
@@ -71,8 +73,8 @@ fn install(state: &mut SessionState) {
         .table_factories_mut()
         .insert("TET".to_string(), Arc::new(TetTableFactory));
     with_tet_options(state.config_mut());
-    if state.config().get_extension::<io::CatalogCache>().is_none() {
-        state.config_mut().set_extension(Arc::new(io::CatalogCache::default()));
+    if state.config().get_extension::<io::SourceCache>().is_none() {
+        state.config_mut().set_extension(Arc::new(io::SourceCache::default()));
     }
 }
 

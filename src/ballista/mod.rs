@@ -18,16 +18,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Pieces: [`TetLogicalCodec`] / [`TetPhysicalCodec`] carry our tables and plans;
+//! Pieces: [`TetLogicalExtensionCodec`] / [`TetPhysicalExtensionCodec`] carry our tables and plans;
 //! [`session_config`] and [`session_state`] build the sessions of all three roles;
 //! [`scheduler_config`] and [`executor_config`] wire them into Ballista's scheduler and
 //! executor (the `tet-ballista-scheduler` and `tet-ballista-executor` binaries).
 
-mod codec;
+mod wire;
 
-pub use codec::{TAG, TetLogicalCodec, TetPhysicalCodec};
+pub use wire::{
+    AccessNode, AggSpecNode, AggregateNode, AggregationNode, AxisRanges, FileRef, MAGIC, MetadataNode,
+    PartialAggregateNode, ScanNode, TetLogicalExtensionCodec, TetNode, TetPhysicalExtensionCodec, WIRE_VERSION,
+    decode_node, node,
+};
 
-use crate::io::{CatalogCache, EnvObjectStoreRegistry};
+use crate::io::{EnvObjectStoreRegistry, SourceCache};
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::ExecutorProcessConfig;
@@ -40,23 +44,23 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::sync::{Arc, LazyLock};
 
-/// One object store registry and one catalog cache per process, shared by all sessions
+/// One object store registry and one source cache per process, shared by all sessions
 /// (Ballista builds a session per job and per task).
 static REGISTRY: LazyLock<Arc<EnvObjectStoreRegistry>> =
     LazyLock::new(|| Arc::new(EnvObjectStoreRegistry::new(Arc::new(DefaultObjectStoreRegistry::new()))));
-static CATALOGS: LazyLock<Arc<CatalogCache>> = LazyLock::new(|| Arc::new(CatalogCache::default()));
+static SOURCES: LazyLock<Arc<SourceCache>> = LazyLock::new(|| Arc::new(SourceCache::default()));
 
 /// Ballista's session configuration with our codecs, the `tet.*` options and the
-/// process's [`CatalogCache`].
+/// process's [`SourceCache`].
 pub fn session_config() -> SessionConfig {
     with_codecs(SessionConfig::new_with_ballista())
 }
 
 fn with_codecs(config: SessionConfig) -> SessionConfig {
     let mut config = config
-        .with_ballista_logical_extension_codec(Arc::new(TetLogicalCodec::default()))
-        .with_ballista_physical_extension_codec(Arc::new(TetPhysicalCodec::default()))
-        .with_extension(CATALOGS.clone());
+        .with_ballista_logical_extension_codec(Arc::new(TetLogicalExtensionCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(TetPhysicalExtensionCodec::default()))
+        .with_extension(SOURCES.clone());
     crate::with_tet_options(&mut config);
     config
 }
@@ -110,8 +114,8 @@ pub fn scheduler_config(config: SchedulerConfig) -> SchedulerConfig {
     let mut config = config
         .with_override_config_producer(Arc::new(session_config))
         .with_override_session_builder(Arc::new(session_state));
-    config.override_logical_codec = Some(Arc::new(TetLogicalCodec::default()));
-    config.override_physical_codec = Some(Arc::new(TetPhysicalCodec::default()));
+    config.override_logical_codec = Some(Arc::new(TetLogicalExtensionCodec::default()));
+    config.override_physical_codec = Some(Arc::new(TetPhysicalExtensionCodec::default()));
     config
 }
 
@@ -121,8 +125,8 @@ pub fn executor_config(mut config: ExecutorProcessConfig) -> ExecutorProcessConf
     let work_dir = config.work_dir.clone();
     config.override_config_producer = Some(Arc::new(session_config));
     config.override_runtime_producer = Some(Arc::new(move |_: &SessionConfig| runtime_env(work_dir.as_deref())));
-    config.override_logical_codec = Some(Arc::new(TetLogicalCodec::default()));
-    config.override_physical_codec = Some(Arc::new(TetPhysicalCodec::default()));
+    config.override_logical_codec = Some(Arc::new(TetLogicalExtensionCodec::default()));
+    config.override_physical_codec = Some(Arc::new(TetPhysicalExtensionCodec::default()));
     let mut functions = BallistaFunctionRegistry::default();
     for f in crate::sql::merge_functions() {
         functions.aggregate_functions.insert(f.name().to_owned(), Arc::new(f));

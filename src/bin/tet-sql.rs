@@ -6,6 +6,9 @@
 //! `--object-store-profiling`; with the `ballista` feature, `--ballista df://HOST:PORT`
 //! sends every query to a Ballista cluster.
 
+#[path = "tet-sql/demo.rs"]
+mod demo;
+
 use clap::Parser;
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
@@ -209,7 +212,7 @@ async fn run() -> Result<()> {
         ctx.state_weak_ref(),
     )));
     datafusion_tet::register(&ctx);
-    ctx.register_udtf("tet_demo_file", Arc::new(datafusion_tet::demo::DemoFileFunction));
+    ctx.register_udtf("tet_demo_file", Arc::new(demo::DemoFileFunction));
 
     let mut print_options = PrintOptions {
         format: args.format,

@@ -2,7 +2,7 @@
 //! accumulators.
 //!
 //! A chunk's selected cells are walked as contiguous runs along the innermost axis
-//! ([`for_each_selected_run`](super::for_each_selected_run)). When the innermost axis is
+//! ([`Runs`](crate::format::hyperslab::Runs)). When the innermost axis is
 //! reduced, a whole run folds into one group ([`fold_run`]); when it is grouped, element
 //! `i` of the run folds into group `g0 + i` ([`fold_elementwise`]). Loops keep eight
 //! independent lanes so the compiler vectorizes them without reassociating floats; sums
@@ -157,7 +157,7 @@ impl Accumulators {
 }
 
 /// A payload element type.
-pub trait Elem: Copy + PartialEq + PartialOrd + Send + Sync + 'static {
+pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     const FLOAT: bool;
     const ZERO: Self;
     const MAX: Self;
@@ -410,22 +410,6 @@ pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usiz
     }
 }
 
-/// View little-endian payload bytes as elements, copying only when misaligned.
-pub fn elements<T: Elem>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
-    let size = std::mem::size_of::<T>();
-    // SAFETY: every Elem type is plain old data for which any bit pattern is valid.
-    let (pre, mid, post) = unsafe { bytes.align_to::<T>() };
-    if pre.is_empty() && post.is_empty() {
-        return std::borrow::Cow::Borrowed(mid);
-    }
-    let n = bytes.len() / size;
-    let mut v = vec![T::ZERO; n];
-    // SAFETY: as above; the destination holds exactly n * size bytes.
-    let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * size) };
-    dst.copy_from_slice(&bytes[..n * size]);
-    std::borrow::Cow::Owned(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,12 +476,5 @@ mod tests {
         fold_elementwise(&mut e, 0, 1, &[f64::INFINITY, f64::NAN], None);
         assert_eq!(e.fmin[0], f64::INFINITY);
         assert!(e.fmin[1].is_nan() && e.nan[1]);
-    }
-
-    #[test]
-    fn misaligned_bytes_are_copied() {
-        let mut b = vec![0u8];
-        b.extend(1.5f64.to_le_bytes());
-        assert_eq!(elements::<f64>(&b[1..])[0], 1.5);
     }
 }

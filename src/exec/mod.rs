@@ -1,12 +1,15 @@
 //! DataFusion ExecutionPlans over `.tet` chunks and their kernels.
 //!
-//! Owns: turning chunk tasks into Arrow batches ([`TetScanExec`]) and the metrics they
-//! report. Must not decide which chunks to read (that is `plan` and `sql`).
+//! Owns: turning an [`AccessPlan`](crate::plan::AccessPlan) into Arrow batches
+//! ([`TetScanExec`]) or folded partial aggregates ([`TetAggregateExec`]), reading and
+//! decoding payloads ([`payload`]), and the metrics each node reports ([`metrics`]).
+//! Nodes take the access plan and their options at construction. May import `format`,
+//! `io` and `plan`; must not decide which chunks to read (that is `plan`) nor know SQL.
 
 /// The `ExecutionPlan` methods shared by this crate's nodes: one child (their
 /// [`ChunkFeed`]'s input), no expressions, properties in `self.cache`, metrics in
 /// `self.metrics`, and `self.with_feed(feed)` to rebuild over a new child.
-macro_rules! chunk_plan_methods {
+macro_rules! chunk_node_methods {
     ($name:literal) => {
         fn name(&self) -> &str {
             $name
@@ -50,7 +53,7 @@ macro_rules! chunk_plan_methods {
 
 /// Which chunks each output partition of a node reads.
 ///
-/// The planned tasks live in the node; the partitions are a child plan (a
+/// The [`AccessPlan`] owns the chunk tasks; the partitions are a child plan (a
 /// `DataSourceExec` over memory, one batch of chunk ids per partition) whose partition
 /// `i` names the chunks of output partition `i`. Engines that split a stage into tasks by
 /// restricting its leaves to some partitions (Ballista does this for `DataSourceExec`,
@@ -59,21 +62,21 @@ macro_rules! chunk_plan_methods {
 #[derive(Debug, Clone)]
 pub struct ChunkFeed {
     /// Emits the chunk ids (column `chunk`, UInt64) of each output partition.
-    pub input: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-    /// Every planned task, by chunk id.
-    tasks: std::sync::Arc<std::collections::HashMap<u64, crate::plan::ChunkTask>>,
+    pub input: Arc<dyn ExecutionPlan>,
+    /// What is read: the per-axis selection and every planned task.
+    pub access: Arc<AccessPlan>,
+    /// Chunk id → position in `access.tasks`.
+    index: Arc<HashMap<u64, usize>>,
 }
 
 impl ChunkFeed {
     /// The schema of the chunk-id child.
-    pub fn ids_schema() -> arrow::datatypes::SchemaRef {
-        use arrow::datatypes::{DataType, Field, Schema};
-        std::sync::Arc::new(Schema::new(vec![Field::new("chunk", DataType::UInt64, false)]))
+    pub fn ids_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("chunk", DataType::UInt64, false)]))
     }
 
-    /// Tasks split into output partitions (no partition gives one empty partition).
-    pub fn new(partitions: Vec<Vec<crate::plan::ChunkTask>>) -> datafusion::common::Result<Self> {
-        use arrow::array::{RecordBatch, UInt64Array};
+    /// A chunk-id child with one partition per list (no list gives one empty partition).
+    pub fn ids_input(partitions: &[Vec<u64>]) -> Result<Arc<dyn ExecutionPlan>> {
         let schema = Self::ids_schema();
         let batches: Vec<Vec<RecordBatch>> = if partitions.is_empty() {
             vec![vec![]]
@@ -81,47 +84,40 @@ impl ChunkFeed {
             partitions
                 .iter()
                 .map(|p| {
-                    let ids = UInt64Array::from_iter_values(p.iter().map(|t| t.linear));
-                    Ok(vec![RecordBatch::try_new(
-                        schema.clone(),
-                        vec![std::sync::Arc::new(ids)],
-                    )?])
+                    let ids = UInt64Array::from_iter_values(p.iter().copied());
+                    Ok(vec![RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)])?])
                 })
-                .collect::<datafusion::common::Result<_>>()?
+                .collect::<Result<_>>()?
         };
-        let input = datafusion::datasource::memory::MemorySourceConfig::try_new_exec(&batches, schema, None)?;
-        Ok(ChunkFeed {
-            input,
-            tasks: std::sync::Arc::new(partitions.into_iter().flatten().map(|t| (t.linear, t)).collect()),
-        })
+        let input: Arc<dyn ExecutionPlan> = MemorySourceConfig::try_new_exec(&batches, schema, None)?;
+        Ok(input)
     }
 
-    /// Planned `tasks` fed by `input` (e.g. both decoded from a serialized plan).
-    pub fn from_parts(
-        input: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-        tasks: Vec<crate::plan::ChunkTask>,
-    ) -> datafusion::common::Result<Self> {
-        let feed = ChunkFeed {
+    /// `access` split by `partitions` (chunk ids per output partition).
+    pub fn new(access: AccessPlan, partitions: &[Vec<u64>]) -> Result<Self> {
+        Self::from_input(access, Self::ids_input(partitions)?)
+    }
+
+    /// `access` fed by `input` (e.g. both decoded from a serialized plan).
+    pub fn from_input(access: AccessPlan, input: Arc<dyn ExecutionPlan>) -> Result<Self> {
+        let index = access.tasks.iter().enumerate().map(|(i, t)| (t.linear, i)).collect();
+        ChunkFeed {
             input: input.clone(),
-            tasks: std::sync::Arc::new(tasks.into_iter().map(|t| (t.linear, t)).collect()),
-        };
-        feed.with_input(input)
+            access: Arc::new(access),
+            index: Arc::new(index),
+        }
+        .with_input(input)
     }
 
-    /// The same tasks fed by another child (e.g. one restricted to some partitions).
-    pub fn with_input(
-        &self,
-        input: std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-    ) -> datafusion::common::Result<Self> {
+    /// The same plan fed by another child (e.g. one restricted to some partitions).
+    pub fn with_input(&self, input: Arc<dyn ExecutionPlan>) -> Result<Self> {
         if input.schema().fields() != Self::ids_schema().fields() {
-            return datafusion::common::internal_err!(
-                "a chunk feed needs a child of chunk ids, got {}",
-                input.schema()
-            );
+            return internal_err!("a chunk feed needs a child of chunk ids, got {}", input.schema());
         }
         Ok(ChunkFeed {
             input,
-            tasks: self.tasks.clone(),
+            access: self.access.clone(),
+            index: self.index.clone(),
         })
     }
 
@@ -132,15 +128,10 @@ impl ChunkFeed {
 
     /// Properties of a node with `schema` fed by this feed: one output partition per
     /// child partition, bounded, cooperative.
-    pub(crate) fn properties(
-        &self,
-        schema: &arrow::datatypes::SchemaRef,
-        emission: datafusion::physical_plan::execution_plan::EmissionType,
-    ) -> datafusion::physical_plan::PlanProperties {
-        use datafusion::physical_plan::execution_plan::{Boundedness, SchedulingType};
-        datafusion::physical_plan::PlanProperties::new(
-            datafusion::physical_expr::EquivalenceProperties::new(schema.clone()),
-            datafusion::physical_plan::Partitioning::UnknownPartitioning(self.partition_count()),
+    pub(crate) fn properties(&self, schema: &SchemaRef, emission: EmissionType) -> PlanProperties {
+        PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(self.partition_count()),
             emission,
             Boundedness::Bounded,
         )
@@ -149,17 +140,17 @@ impl ChunkFeed {
 
     /// Number of planned chunks.
     pub fn len(&self) -> usize {
-        self.tasks.len()
+        self.access.tasks.len()
     }
 
     /// True when no chunk is planned.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
+        self.access.tasks.is_empty()
     }
 
     /// Every planned chunk id, ascending.
     pub fn chunk_ids(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.tasks.keys().copied().collect();
+        let mut ids: Vec<u64> = self.access.tasks.iter().map(|t| t.linear).collect();
         ids.sort_unstable();
         ids
     }
@@ -168,23 +159,21 @@ impl ChunkFeed {
     pub(crate) async fn tasks_of(
         &self,
         partition: usize,
-        context: std::sync::Arc<datafusion::execution::TaskContext>,
+        context: Arc<TaskContext>,
         node: &str,
-    ) -> datafusion::common::Result<Vec<crate::plan::ChunkTask>> {
-        use arrow::array::AsArray;
-        use arrow::datatypes::UInt64Type;
+    ) -> Result<Vec<ChunkTask>> {
         let stream = self.input.execute(partition, context)?;
         let batches = datafusion::physical_plan::common::collect(stream).await?;
         let mut out = Vec::new();
         for b in &batches {
-            let ids = b.column(0).as_primitive_opt::<UInt64Type>().ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal(format!("{node}: chunk ids are not UInt64"))
-            })?;
+            let Some(ids) = b.column(0).as_primitive_opt::<UInt64Type>() else {
+                return internal_err!("{node}: chunk ids are not UInt64");
+            };
             for id in ids.values() {
-                let task = self.tasks.get(id).ok_or_else(|| {
-                    datafusion::error::DataFusionError::Internal(format!("{node}: chunk {id} was not planned"))
-                })?;
-                out.push(task.clone());
+                let Some(&i) = self.index.get(id) else {
+                    return internal_err!("{node}: chunk {id} was not planned");
+                };
+                out.push(self.access.tasks[i].clone());
             }
         }
         Ok(out)
@@ -194,110 +183,22 @@ impl ChunkFeed {
 mod aggregate;
 mod cells;
 pub mod fold;
+pub mod metrics;
+pub mod payload;
 mod scan;
 
-pub use aggregate::{AggFunc, AggSpec, AggregatePlan, MAX_DENSE_GROUPS, TetAggregateExec, sum_type};
-pub use cells::{axis_positions, for_each_selected_run, value_array};
-pub use scan::{ScanSummary, TetScanExec};
+pub use aggregate::TetAggregateExec;
+pub use cells::{axis_positions, value_array};
+pub use scan::TetScanExec;
 
-/// Counters of object store traffic of one partition (`requests`, `bytes_fetched`); only
-/// plans over object store files have them.
-#[derive(Debug, Clone)]
-pub(crate) struct FetchMetrics {
-    requests: datafusion::physical_plan::metrics::Count,
-    bytes_fetched: datafusion::physical_plan::metrics::Count,
-}
-
-impl FetchMetrics {
-    pub(crate) fn new(set: &datafusion::physical_plan::metrics::ExecutionPlanMetricsSet, partition: usize) -> Self {
-        use datafusion::physical_plan::metrics::MetricBuilder;
-        FetchMetrics {
-            requests: MetricBuilder::new(set).counter("requests", partition),
-            bytes_fetched: MetricBuilder::new(set).counter("bytes_fetched", partition),
-        }
-    }
-}
-
-/// The payloads of output `partition` of a node fed by `feed`: its chunk ids first, then
-/// [`payload_stream`] over their tasks.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn feed_payloads(
-    feed: ChunkFeed,
-    partition: usize,
-    context: std::sync::Arc<datafusion::execution::TaskContext>,
-    node: &'static str,
-    source: std::sync::Arc<crate::io::TetSource>,
-    dataset: usize,
-    need_values: bool,
-    metrics: Option<FetchMetrics>,
-) -> futures::stream::BoxStream<'static, datafusion::common::Result<Payload>> {
-    use futures::{StreamExt, TryStreamExt};
-    let opts = crate::sql::TetConfig::fetch_options_of(&context);
-    futures::stream::once(async move {
-        let tasks = feed.tasks_of(partition, context, node).await?;
-        Ok::<_, datafusion::error::DataFusionError>(payload_stream(source, dataset, tasks, need_values, opts, metrics))
-    })
-    .try_flatten()
-    .boxed()
-}
-
-/// A chunk task with its stored payload (`None` when the payload is not needed).
-pub(crate) type Payload = (crate::plan::ChunkTask, Option<bytes::Bytes>);
-
-/// The tasks of one partition with their stored payloads, in task order.
-///
-/// Local files hand out slices of the mmap. Object stores are read a window of
-/// `opts.window` stored bytes at a time (coalesced range requests, at most
-/// `opts.concurrency` in flight), with the next window fetched while the current one is
-/// consumed: memory is bounded by two windows, never by the file size.
-pub(crate) fn payload_stream(
-    source: std::sync::Arc<crate::io::TetSource>,
-    dataset: usize,
-    tasks: Vec<crate::plan::ChunkTask>,
-    need_values: bool,
-    opts: crate::io::FetchOptions,
-    metrics: Option<FetchMetrics>,
-) -> futures::stream::BoxStream<'static, datafusion::common::Result<Payload>> {
-    use datafusion::error::DataFusionError;
-    use futures::{StreamExt, TryStreamExt};
-    if !need_values {
-        return futures::stream::iter(tasks.into_iter().map(|t| Ok((t, None)))).boxed();
-    }
-    let ds = &source.catalog.datasets[dataset];
-    let spans: Vec<std::ops::Range<u64>> = tasks
-        .iter()
-        .map(|t| {
-            let (_, e) = source.catalog.chunk(ds, t.linear);
-            e.payload_offset..e.payload_offset + e.stored_byte_len
-        })
-        .collect();
-    let window = if source.is_remote() { opts.window } else { u64::MAX };
-    let sizes: Vec<u64> = spans.iter().map(|s| s.end - s.start).collect();
-    let groups = crate::io::windows(&sizes, window);
-    let tasks = std::sync::Arc::new(tasks);
-    let spans = std::sync::Arc::new(spans);
-    futures::stream::iter(groups)
-        .map(move |g| {
-            let (source, tasks, spans, metrics) = (source.clone(), tasks.clone(), spans.clone(), metrics.clone());
-            async move {
-                let fetched = source
-                    .fetch(&spans[g.clone()], &opts)
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                if let Some(m) = &metrics {
-                    m.requests.add(fetched.requests as usize);
-                    m.bytes_fetched.add(fetched.bytes_fetched as usize);
-                }
-                let items: Vec<datafusion::common::Result<Payload>> = tasks[g]
-                    .iter()
-                    .cloned()
-                    .zip(fetched.spans)
-                    .map(|(t, b)| Ok((t, Some(b))))
-                    .collect();
-                Ok::<_, DataFusionError>(futures::stream::iter(items))
-            }
-        })
-        .buffered(2)
-        .try_flatten()
-        .boxed()
-}
+use crate::plan::{AccessPlan, ChunkTask};
+use arrow::array::{AsArray, RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
+use datafusion::common::{Result, internal_err};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
+use std::collections::HashMap;
+use std::sync::Arc;

@@ -9,14 +9,12 @@
 //! is touched.
 
 use super::ChunkFeed;
-use super::Payload;
 use super::cells::{axis_positions, value_array};
-use crate::format::codec;
-use crate::io::TetSource;
-use crate::plan::{AxisSelection, ChunkTask};
-use crate::sql::axes::Axis;
+use super::metrics::ScanMetrics;
+use super::payload::{Payload, decode_tile, feed_payloads};
+use crate::io::FetchOptions;
+use crate::plan::{ChunkTask, TableModel};
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -25,7 +23,7 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::EmissionType;
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions};
@@ -34,67 +32,53 @@ use futures::stream::BoxStream;
 use std::fmt;
 use std::sync::Arc;
 
-/// What the planner decided, kept for display and statistics.
-#[derive(Debug, Clone)]
-pub struct ScanSummary {
-    /// Chunks in the dataset.
-    pub chunks_total: u64,
-    /// Chunks left after zone-map pruning.
-    pub chunks_selected: u64,
-    /// Chunks skipped because their zone maps rule out every pushed value predicate.
-    pub chunks_pruned_by_zone: u64,
-    /// Per-axis selection, e.g. `time: 1/100`.
-    pub selection: Vec<String>,
-    /// Per axis, the selected positions the chunk tasks were cut from.
-    pub axis_selection: Vec<AxisSelection>,
-    /// Whether a value predicate was pushed (then statistics are inexact).
-    pub value_filters: bool,
-    /// Statistics reported to DataFusion.
-    pub statistics: Statistics,
-}
-
 /// Scans the selected cells of one dataset.
 #[derive(Debug)]
 pub struct TetScanExec {
-    source: Arc<TetSource>,
-    dataset: usize,
-    axes: Arc<Vec<Axis>>,
+    table: Arc<TableModel>,
     /// Indices into the table schema (axes then `v`).
     projection: Vec<usize>,
     schema: SchemaRef,
     feed: ChunkFeed,
     limit: Option<usize>,
-    summary: Arc<ScanSummary>,
+    fetch: FetchOptions,
+    /// Statistics of the projected columns over the selection.
+    statistics: Arc<Statistics>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
 
 impl TetScanExec {
-    /// Build a scan. `projection` indexes the table schema (axes, then `v`); `schema` is
-    /// the projected schema; `feed` says which chunks each partition reads.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        source: Arc<TetSource>,
-        dataset: usize,
-        axes: Arc<Vec<Axis>>,
-        projection: Vec<usize>,
-        schema: SchemaRef,
+    /// Scan `projection` (indices into the table schema: axes, then `v`) of the cells
+    /// `feed` plans, each partition stopping after `limit` rows; object store payloads
+    /// are read as `fetch` says.
+    pub fn try_new(
+        table: Arc<TableModel>,
         feed: ChunkFeed,
+        projection: Vec<usize>,
         limit: Option<usize>,
-        summary: ScanSummary,
-    ) -> Self {
-        TetScanExec {
+        fetch: FetchOptions,
+    ) -> Result<Self> {
+        let columns = table.schema.fields().len();
+        if let Some(&bad) = projection.iter().find(|&&i| i >= columns) {
+            return internal_err!("TetScanExec: column {bad} of a {columns}-column table");
+        }
+        let schema = Arc::new(table.schema.project(&projection)?);
+        let access = &feed.access;
+        let statistics = table
+            .statistics(&access.selection, !access.value_filters)?
+            .project(Some(&projection));
+        Ok(TetScanExec {
             cache: Arc::new(Self::properties_for(&schema, &feed)),
-            source,
-            dataset,
-            axes,
+            table,
             projection,
             schema,
             feed,
             limit,
-            summary: Arc::new(summary),
+            fetch,
+            statistics: Arc::new(statistics),
             metrics: ExecutionPlanMetricsSet::new(),
-        }
+        })
     }
 
     fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
@@ -104,25 +88,24 @@ impl TetScanExec {
     /// The same scan over another feed (fresh metrics).
     fn with_feed(&self, feed: ChunkFeed) -> Self {
         TetScanExec {
-            source: self.source.clone(),
-            dataset: self.dataset,
-            axes: self.axes.clone(),
+            table: self.table.clone(),
             projection: self.projection.clone(),
             schema: self.schema.clone(),
             cache: Arc::new(Self::properties_for(&self.schema, &feed)),
             feed,
             limit: self.limit,
-            summary: self.summary.clone(),
+            fetch: self.fetch,
+            statistics: self.statistics.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
-    /// The planner's summary.
-    pub fn summary(&self) -> &ScanSummary {
-        &self.summary
+    /// The table scanned.
+    pub fn table(&self) -> &Arc<TableModel> {
+        &self.table
     }
 
-    /// The chunks read, and which partition reads which.
+    /// The access plan, and which partition reads which chunks.
     pub fn feed(&self) -> &ChunkFeed {
         &self.feed
     }
@@ -137,32 +120,35 @@ impl TetScanExec {
         self.limit
     }
 
-    /// The file scanned.
-    pub fn source(&self) -> &Arc<TetSource> {
-        &self.source
-    }
-
-    /// The dataset (directory position).
-    pub fn dataset(&self) -> usize {
-        self.dataset
+    /// Per-axis selections that are not the whole axis, e.g. `time: 1/100`.
+    fn selection_text(&self) -> Vec<String> {
+        self.table
+            .axes
+            .iter()
+            .zip(&self.feed.access.selection)
+            .filter(|(_, s)| !s.is_all())
+            .map(|(a, s)| format!("{}: {}/{}", a.name, s.count(), a.extent))
+            .collect()
     }
 
     fn describe(&self) -> String {
-        let ds = &self.source.catalog.datasets[self.dataset];
+        let ds = self.table.dataset();
         let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let pruning = &self.feed.access.pruning;
         let mut s = format!(
             "file={}, dataset={}, projection=[{}], chunks={}/{}",
-            self.source.location,
+            self.table.source.location,
             ds.name(),
             cols.join(", "),
-            self.summary.chunks_selected,
-            self.summary.chunks_total
+            self.feed.len(),
+            pruning.chunks_total
         );
-        if !self.summary.selection.is_empty() {
-            s.push_str(&format!(", selection=[{}]", self.summary.selection.join(", ")));
+        let selection = self.selection_text();
+        if !selection.is_empty() {
+            s.push_str(&format!(", selection=[{}]", selection.join(", ")));
         }
-        if self.summary.chunks_pruned_by_zone > 0 {
-            s.push_str(&format!(", pruned_by_zone={}", self.summary.chunks_pruned_by_zone));
+        if pruning.pruned_by_zone > 0 {
+            s.push_str(&format!(", pruned_by_zone={}", pruning.pruned_by_zone));
         }
         if let Some(l) = self.limit {
             s.push_str(&format!(", limit={l}"));
@@ -176,15 +162,15 @@ impl DisplayAs for TetScanExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(f, "TetScanExec: {}", self.describe()),
             DisplayFormatType::TreeRender => {
-                let ds = &self.source.catalog.datasets[self.dataset];
-                writeln!(f, "file={}", self.source.location)?;
-                writeln!(f, "dataset={}", ds.name())?;
+                writeln!(f, "file={}", self.table.source.location)?;
+                writeln!(f, "dataset={}", self.table.dataset().name())?;
                 writeln!(
                     f,
                     "chunks={}/{}",
-                    self.summary.chunks_selected, self.summary.chunks_total
+                    self.feed.len(),
+                    self.feed.access.pruning.chunks_total
                 )?;
-                for s in &self.summary.selection {
+                for s in self.selection_text() {
                     writeln!(f, "{s}")?;
                 }
                 if let Some(l) = self.limit {
@@ -197,38 +183,28 @@ impl DisplayAs for TetScanExec {
 }
 
 impl ExecutionPlan for TetScanExec {
-    chunk_plan_methods!("TetScanExec");
+    chunk_node_methods!("TetScanExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let m = &self.metrics;
-        let metrics = ScanMetrics {
-            chunks_read: MetricBuilder::new(m).counter("chunks_read", partition),
-            bytes_read: MetricBuilder::new(m).counter("bytes_read", partition),
-            rows_emitted: MetricBuilder::new(m).counter("rows_emitted", partition),
-            decode_time: MetricBuilder::new(m).subset_time("decode_time", partition),
-        };
-        // Plan-level figures, once (EXPLAIN ANALYZE sums partitions).
-        let total = MetricBuilder::new(m).counter("chunks_total", partition);
-        let pruned = MetricBuilder::new(m).counter("chunks_pruned_by_zone", partition);
-        if partition == 0 {
-            total.add(self.summary.chunks_total as usize);
-            pruned.add(self.summary.chunks_pruned_by_zone as usize);
-        }
-        let n = self.source.catalog.datasets[self.dataset].ndim();
-        let payloads = super::feed_payloads(
+        let table = &self.table;
+        let metrics = ScanMetrics::new(
+            &self.metrics,
+            partition,
+            &self.feed.access.pruning,
+            table.source.is_remote(),
+        );
+        let payloads = feed_payloads(
             self.feed.clone(),
             partition,
             context.clone(),
             "TetScanExec",
-            self.source.clone(),
-            self.dataset,
-            self.projection.contains(&n),
-            self.source.is_remote().then(|| super::FetchMetrics::new(m, partition)),
+            table.clone(),
+            self.projection.contains(&table.value_index()),
+            self.fetch,
+            metrics.read.fetch.clone(),
         );
         let reader = PartitionReader {
-            source: self.source.clone(),
-            dataset: self.dataset,
-            axes: self.axes.clone(),
+            table: table.clone(),
             projection: self.projection.clone(),
             schema: self.schema.clone(),
             batch_size: context.session_config().batch_size().max(1),
@@ -250,11 +226,10 @@ impl ExecutionPlan for TetScanExec {
         if args.partition().is_some() {
             return Ok(Arc::new(Statistics::new_unknown(&self.schema)));
         }
-        let mut s = self.summary.statistics.clone();
         if self.limit.is_some() {
-            s = s.to_inexact();
+            return Ok(Arc::new(self.statistics.as_ref().clone().to_inexact()));
         }
-        Ok(Arc::new(s))
+        Ok(self.statistics.clone())
     }
 
     fn fetch(&self) -> Option<usize> {
@@ -262,18 +237,9 @@ impl ExecutionPlan for TetScanExec {
     }
 }
 
-struct ScanMetrics {
-    chunks_read: Count,
-    bytes_read: Count,
-    rows_emitted: Count,
-    decode_time: Time,
-}
-
 /// The state of one partition: turns payloads into batches.
 struct PartitionReader {
-    source: Arc<TetSource>,
-    dataset: usize,
-    axes: Arc<Vec<Axis>>,
+    table: Arc<TableModel>,
     projection: Vec<usize>,
     schema: SchemaRef,
     batch_size: usize,
@@ -299,51 +265,37 @@ impl PartitionReader {
                 };
                 self.remaining -= b.num_rows();
                 self.metrics.rows_emitted.add(b.num_rows());
+                self.metrics.baseline.record_output(b.num_rows());
                 return Some(Ok(b));
             }
             let next = payloads.next().await?;
+            let elapsed = self.metrics.baseline.elapsed_compute().clone();
+            let _timer = elapsed.timer();
             if let Err(e) = next.and_then(|(task, stored)| self.read_chunk(&task, stored)) {
                 self.failed = true;
                 return Some(Err(e));
             }
         }
     }
-}
 
-impl PartitionReader {
     fn read_chunk(&mut self, task: &ChunkTask, stored: Option<Bytes>) -> Result<()> {
-        let file = &self.source.catalog;
-        let ds = &file.datasets[self.dataset];
-        let n = ds.ndim();
+        let table = &self.table;
+        let ds = table.dataset();
         // Only as many cells as the limit still needs are materialised.
-        let rows = (task.cells as usize).min(self.remaining);
+        let rows = usize::try_from(task.cells).unwrap_or(usize::MAX).min(self.remaining);
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.projection.len());
         let tile_start = task.tile_start(&ds.record.chunk_shape);
         for &c in &self.projection {
-            if c < n {
-                let pos = axis_positions(task, &tile_start, c);
-                columns.push(self.axes[c].take(&pos[..rows])?);
+            if c < table.value_index() {
+                let pos = axis_positions(task, &tile_start, c, rows);
+                columns.push(table.axes[c].take(&pos)?);
             } else {
-                let (row, entry) = file.chunk(ds, task.linear);
                 let Some(stored) = stored.clone() else {
                     return internal_err!("TetScanExec: no payload fetched for chunk {}", task.linear);
                 };
-                self.metrics.chunks_read.add(1);
-                self.metrics.bytes_read.add(entry.stored_byte_len as usize);
+                self.metrics.read.chunk(stored.len() as u64);
                 let _timer = self.metrics.decode_time.timer();
-                let tile = match entry.codec {
-                    crate::format::Codec::Raw => Buffer::from(stored),
-                    crate::format::Codec::Zstd => {
-                        let mut out = Vec::new();
-                        codec::precheck(row, entry, &stored)
-                            .and_then(|_| {
-                                out.resize(entry.raw_byte_len as usize, 0);
-                                codec::decode_into(row, entry, &stored, &mut out)
-                            })
-                            .map_err(|e| DataFusionError::External(Box::new(e.in_file(&self.source.location))))?;
-                        Buffer::from_vec(out)
-                    }
-                };
+                let tile = decode_tile(table, task, stored)?;
                 let fill = ds.fill_value_le();
                 let v = value_array(ds.dtype(), tile, task, fill.as_deref());
                 columns.push(v.slice(0, rows));

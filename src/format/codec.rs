@@ -1,12 +1,14 @@
-//! Chunk payload decoding: raw (codec 0) and zstd (codec 1) into a caller-provided buffer.
+//! Chunk codecs (the index's `codec` field): raw (0) and zstd (1). [`decode`] is the one
+//! way stored bytes become a tile.
 
 use super::error::{FormatError, Result};
 use super::index::{ChunkEntry, Codec};
+use std::borrow::Cow;
 
 /// Decode the stored bytes of chunk index row `row` into `out`, which must be exactly
 /// `entry.raw_byte_len` bytes. A zstd frame that yields more or fewer bytes is an error;
 /// the output never grows beyond `out`.
-pub fn decode_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) -> Result<()> {
+fn decode_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) -> Result<()> {
     if stored.len() as u64 != entry.stored_byte_len || out.len() as u64 != entry.raw_byte_len {
         return Err(FormatError::Decode {
             row,
@@ -48,7 +50,7 @@ pub fn decode_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]
 
 /// Check, before any buffer is sized from `raw_byte_len`, that a zstd frame's header is
 /// readable and does not declare a different content size.
-pub fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
+fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
     if entry.codec != Codec::Zstd {
         return Ok(());
     }
@@ -71,29 +73,33 @@ pub fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
     }
 }
 
-/// Decode a chunk, borrowing the stored bytes when the codec is raw and otherwise decoding
-/// into `scratch` (resized to `raw_byte_len`, reused across calls).
-pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<&'a [u8]> {
+/// Decode the stored bytes of chunk index row `row`: the one decode entry point.
+///
+/// Raw chunks are borrowed as they are (after checking their length); zstd chunks are
+/// checked with [`precheck`] before a buffer of `raw_byte_len` bytes is allocated, then
+/// decoded into it with [`decode_into`].
+pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8]) -> Result<Cow<'a, [u8]>> {
     match entry.codec {
         Codec::Raw => {
-            if stored.len() as u64 != entry.raw_byte_len {
+            if stored.len() as u64 != entry.raw_byte_len || stored.len() as u64 != entry.stored_byte_len {
                 return Err(FormatError::Decode {
                     row,
                     problem: format!(
-                        "got {} stored bytes for raw_byte_len {}",
+                        "got {} stored bytes for stored_byte_len {} / raw_byte_len {}",
                         stored.len(),
+                        entry.stored_byte_len,
                         entry.raw_byte_len
                     ),
                 });
             }
-            Ok(stored)
+            Ok(Cow::Borrowed(stored))
         }
         Codec::Zstd => {
             // raw_byte_len was validated against the tile geometry at open time.
             precheck(row, entry, stored)?;
-            scratch.resize(entry.raw_byte_len as usize, 0);
-            decode_into(row, entry, stored, scratch)?;
-            Ok(&scratch[..])
+            let mut out = vec![0u8; entry.raw_byte_len as usize];
+            decode_into(row, entry, stored, &mut out)?;
+            Ok(Cow::Owned(out))
         }
     }
 }

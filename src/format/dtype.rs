@@ -69,6 +69,11 @@ impl DType {
         }
     }
 
+    /// True for u8, u16, u32 and u64.
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+    }
+
     /// True for f16, f32 and f64.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::F32 | DType::F64)
@@ -124,6 +129,94 @@ impl DType {
             DType::U64 => t.parse::<u64>().ok()?.to_le_bytes().to_vec(),
         })
     }
+}
+
+/// Run `$body` with `$T` bound to the native element type of `$dtype` (a [`DType`]): the
+/// one place a dtype is dispatched to code generic over its element type.
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {{
+        use $crate::format::DType as D;
+        match $dtype {
+            D::F32 => {
+                type $T = f32;
+                $body
+            }
+            D::F64 => {
+                type $T = f64;
+                $body
+            }
+            D::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            D::I16 => {
+                type $T = i16;
+                $body
+            }
+            D::I32 => {
+                type $T = i32;
+                $body
+            }
+            D::I64 => {
+                type $T = i64;
+                $body
+            }
+            D::U8 => {
+                type $T = u8;
+                $body
+            }
+            D::U16 => {
+                type $T = u16;
+                $body
+            }
+            D::U32 => {
+                type $T = u32;
+                $body
+            }
+            D::U64 => {
+                type $T = u64;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_dtype;
+
+/// A native element type of a dtype: plain old data for which every bit pattern is a value.
+///
+/// # Safety
+/// Implementors must have no padding and no invalid bit patterns.
+pub unsafe trait Element: Copy + Default + Send + Sync + 'static {}
+// SAFETY: primitive numbers (and `half::f16`, a `u16` newtype) have neither.
+unsafe impl Element for f32 {}
+unsafe impl Element for f64 {}
+unsafe impl Element for f16 {}
+unsafe impl Element for i16 {}
+unsafe impl Element for i32 {}
+unsafe impl Element for i64 {}
+unsafe impl Element for u8 {}
+unsafe impl Element for u16 {}
+unsafe impl Element for u32 {}
+unsafe impl Element for u64 {}
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("datafusion-tet reads little-endian payloads in place: little-endian targets only");
+
+/// Little-endian bytes viewed as elements: borrowed when aligned, copied otherwise. The
+/// one element view of payload bytes; trailing bytes short of an element are ignored.
+pub fn elements<T: Element>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    let size = std::mem::size_of::<T>();
+    // SAFETY: `T: Element` is plain old data for which any bit pattern is valid.
+    let (pre, mid, post) = unsafe { bytes.align_to::<T>() };
+    if pre.is_empty() && post.is_empty() {
+        return std::borrow::Cow::Borrowed(mid);
+    }
+    let n = bytes.len() / size;
+    let mut v = vec![T::default(); n];
+    // SAFETY: as above; the destination holds exactly `n * size` bytes.
+    let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * size) };
+    dst.copy_from_slice(&bytes[..n * size]);
+    std::borrow::Cow::Owned(v)
 }
 
 impl std::fmt::Display for DType {
@@ -190,5 +283,13 @@ mod tests {
         assert!(DType::F32.decode(&[0, 0]).is_err());
         assert_eq!(DType::U8.element(&[1, 2, 3], 2), Some(Scalar::U64(3)));
         assert_eq!(DType::U8.element(&[1, 2, 3], 3), None);
+    }
+
+    #[test]
+    fn misaligned_bytes_are_copied() {
+        let mut b = vec![0u8];
+        b.extend(1.5f64.to_le_bytes());
+        assert_eq!(elements::<f64>(&b[1..])[0], 1.5);
+        assert_eq!(with_dtype!(DType::U16, T => std::mem::size_of::<T>()), 2);
     }
 }

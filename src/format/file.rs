@@ -18,7 +18,7 @@ use super::superblock::{SUPERBLOCK_LEN, Superblock};
 /// Attribute names whose value marks missing cells, in order of precedence.
 pub const FILL_VALUE_ATTRS: [&str; 3] = ["_FillValue", "missing_value", "fill_value"];
 
-/// The parsed, validated catalog of one file.
+/// One parsed, validated `.tet` file: every region but the payloads.
 #[derive(Debug, Clone)]
 pub struct TetFile {
     pub file_len: u64,

@@ -32,7 +32,8 @@ pub mod writer;
 
 pub use bytes::ReadAt;
 pub use directory::DatasetRecord;
-pub use dtype::{DType, Scalar};
+pub(crate) use dtype::with_dtype;
+pub use dtype::{DType, Element, Scalar, elements};
 pub use error::{FormatError, Result};
 pub use file::{Dataset, Footer, TetFile};
 pub use footer::{CoordLabels, DatasetMeta, FileMeta, HistoryEvent, ZoneStat};

@@ -5,17 +5,14 @@ use super::bytes::{ReadAt, read_region};
 use super::codec;
 use super::error::{FormatError, Result};
 use super::file::{Dataset, TetFile};
-use super::hyperslab::{for_each_run, odometer_next};
+use super::hyperslab::{Runs, box_ranges, odometer_next};
 
 impl TetFile {
     /// Decode chunk `linear` (row-major chunk order) of `ds` into a fresh buffer.
     pub fn read_chunk<R: ReadAt + ?Sized>(&self, src: &R, ds: &Dataset, linear: u64) -> Result<Vec<u8>> {
         let (row, e) = self.chunk(ds, linear);
         let stored = read_region(src, "chunk payload", e.payload_offset, e.stored_byte_len)?;
-        codec::precheck(row, e, &stored)?;
-        let mut out = vec![0u8; e.raw_byte_len as usize];
-        codec::decode_into(row, e, &stored, &mut out)?;
-        Ok(out)
+        Ok(codec::decode(row, e, &stored)?.into_owned())
     }
 
     /// Read the box `start .. start + extent` of `ds` as a dense row-major buffer.
@@ -71,16 +68,16 @@ impl TetFile {
                 .collect();
             let in_tile: Vec<u64> = (0..n).map(|d| istart[d] - tstart[d]).collect();
             let in_box: Vec<u64> = (0..n).map(|d| istart[d] - start[d]).collect();
-            let mut dst_runs = Vec::new();
-            for_each_run(extent, &in_box, &iext, |o, _, len| dst_runs.push((o, len)));
-            let mut k = 0;
-            for_each_run(&textent, &in_tile, &iext, |o, _, len| {
-                let (dst, _) = dst_runs[k];
-                k += 1;
-                let (s, d) = ((o * size) as usize, (dst * size) as usize);
-                let l = (len * size) as usize;
+            // The same sub-box walked in the tile and in the output: runs pair up.
+            let (src_ranges, dst_ranges) = (box_ranges(&in_tile, &iext), box_ranges(&in_box, &iext));
+            for (s, d) in Runs::new(&textent, &src_ranges).zip(Runs::new(extent, &dst_ranges)) {
+                let (s, d, l) = (
+                    (s.offset * size) as usize,
+                    (d.offset * size) as usize,
+                    (s.len * size) as usize,
+                );
                 out[d..d + l].copy_from_slice(&tile[s..s + l]);
-            });
+            }
             if !odometer_next(&mut ci, &counts) {
                 return Ok(out);
             }

@@ -12,7 +12,7 @@ use super::directory::DatasetRecord;
 use super::dtype::{DType, Scalar};
 use super::error::{FormatError, Result};
 use super::footer::{BlobRef, DatasetMeta, FileMeta, HistoryEvent, Metadata, ZoneChunkWire, ZoneMapsWire, hex_encode};
-use super::hyperslab::for_each_run;
+use super::hyperslab::{Runs, box_ranges};
 use super::index::{ChunkEntry, Codec, ExecutionSettings, INDEX_HEADER_LEN, INDEX_ROW_LEN, encode_header};
 use super::superblock::{FLAG_HISTORY_FOOTER, SUPERBLOCK_LEN, Superblock};
 use std::collections::BTreeMap;
@@ -211,10 +211,10 @@ impl<'a> TetWriter<'a> {
                 let coords = rec.chunk_coords(linear);
                 let (start, extent) = rec.tile_box(&coords);
                 tile.clear();
-                for_each_run(&rec.shape, &start, &extent, |o, _, n| {
+                for (o, n) in Runs::new(&rec.shape, &box_ranges(&start, &extent)).merged() {
                     let (a, b) = ((o * size) as usize, ((o + n) * size) as usize);
                     tile.extend_from_slice(&spec.data[a..b]);
-                });
+                }
                 let codec = match &spec.codecs {
                     ChunkCodecs::Raw => (Codec::Raw, 0),
                     ChunkCodecs::Zstd(level) => (Codec::Zstd, *level),

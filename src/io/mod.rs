@@ -6,19 +6,19 @@
 //! (zero-copy over the mmap). Must not parse the format itself (that is `format`) nor
 //! know about queries.
 
-mod cache;
 mod fetch;
 mod local;
 #[cfg(feature = "cloud")]
 mod registry;
 mod remote;
+mod source_cache;
 
-pub use cache::CatalogCache;
 pub use fetch::{FetchOptions, coalesce, windows};
 pub use local::LocalFile;
 #[cfg(feature = "cloud")]
 pub use registry::EnvObjectStoreRegistry;
 pub use remote::{FetchCounters, OPEN_READ, RemoteFile};
+pub use source_cache::SourceCache;
 
 use crate::format::{FormatError, ReadAt, TetFile};
 use bytes::Bytes;
@@ -37,22 +37,22 @@ enum Backing {
     Remote(RemoteFile),
 }
 
-/// An opened, validated `.tet` file: its location, its bytes and its parsed catalog.
+/// An opened, validated `.tet` file: its location, its bytes and its parsed [`TetFile`].
 pub struct TetSource {
     /// The location as the user wrote it (for messages).
     pub location: String,
     /// The absolute path or URL the bytes come from.
     pub resolved: String,
     backing: Backing,
-    /// The validated catalog.
-    pub catalog: Arc<TetFile>,
+    /// The parsed, validated file.
+    pub file: Arc<TetFile>,
 }
 
 impl fmt::Debug for TetSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TetSource")
             .field("location", &self.location)
-            .field("file_len", &self.catalog.file_len)
+            .field("file_len", &self.file.file_len)
             .finish()
     }
 }
@@ -105,22 +105,22 @@ impl TetSource {
         let path = local_path(location).map_err(|e| e.in_file(location))?;
         let resolved = path.display().to_string();
         let bytes = LocalFile::open(&path).map_err(|e| e.in_file(location))?;
-        let catalog = TetFile::open(&bytes).map_err(|e| e.in_file(location))?;
+        let parsed = TetFile::open(&bytes).map_err(|e| e.in_file(location))?;
         Ok(Arc::new(TetSource {
             location: location.to_owned(),
             resolved,
             backing: Backing::Local(bytes),
-            catalog: Arc::new(catalog),
+            file: Arc::new(parsed),
         }))
     }
 
     /// Open `location`: a local path (memory-mapped), or an object store URL read by range
     /// through the store `runtime` has registered for it. With a `cache`, a URL opened
-    /// before is revalidated with one HEAD request and its catalog reused when the size
+    /// before is revalidated with one HEAD request and its parsed file reused when the size
     /// and ETag are unchanged (and dropped otherwise).
     pub async fn open_in(
         runtime: &RuntimeEnv,
-        cache: Option<&CatalogCache>,
+        cache: Option<&SourceCache>,
         location: &str,
     ) -> Result<Arc<TetSource>, FormatError> {
         let Some(url) = remote_url(location)? else {
@@ -156,7 +156,7 @@ impl TetSource {
         let file = RemoteFile::open(url.as_str(), store, path)
             .await
             .map_err(|e| e.in_file(location))?;
-        let catalog = file
+        let parsed = file
             .resolve(|r| TetFile::open(r))
             .await
             .map_err(|e| e.in_file(location))?;
@@ -164,7 +164,7 @@ impl TetSource {
             location: location.to_owned(),
             resolved: url.to_string(),
             backing: Backing::Remote(file),
-            catalog: Arc::new(catalog),
+            file: Arc::new(parsed),
         });
         if let Some(cache) = cache {
             cache.insert(url.as_str(), source.clone());
@@ -175,7 +175,7 @@ impl TetSource {
     /// The version of the file this source reads.
     pub fn version(&self) -> SourceVersion {
         SourceVersion {
-            len: self.catalog.file_len,
+            len: self.file.file_len,
             e_tag: match &self.backing {
                 Backing::Remote(r) => r.e_tag().map(str::to_owned),
                 Backing::Local(_) => None,
@@ -285,4 +285,12 @@ fn local_path(location: &str) -> Result<std::path::PathBuf, FormatError> {
         return Err(FormatError::invalid("location", "path", "is empty"));
     }
     Ok(std::path::absolute(raw)?)
+}
+
+/// Format errors surface in DataFusion as external errors carrying the message (which
+/// names the file, the region and the field).
+impl From<FormatError> for datafusion::error::DataFusionError {
+    fn from(e: FormatError) -> Self {
+        datafusion::error::DataFusionError::External(Box::new(e))
+    }
 }

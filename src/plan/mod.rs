@@ -1,10 +1,27 @@
-//! Query planning over the chunk grid: per-axis selections (from pushed axis predicates),
-//! the chunk tasks they touch, zone-map pruning, and the split into balanced partitions.
+//! The table model and access planning: what a dataset looks like as a table, what an
+//! aggregation over it is, and which cells and chunks a query reads.
 //!
-//! Owns: index arithmetic on selections and chunks. Must not read payload bytes.
+//! Owns: the axis and value columns ([`TableModel`], [`Axis`], [`VALUE_COLUMN`],
+//! [`arrow_type`]), the aggregate model ([`Aggregation`], [`AggSpec`], typed
+//! [`StateColumn`]s, [`MAX_DENSE_GROUPS`]) and the [`AccessPlan`] (per-axis selections,
+//! chunk tasks, pruning counts) with its one partitioner. May import `format` and `io`;
+//! must not read payload bytes (that is `exec`).
 
+mod access_plan;
+mod aggregate;
+mod axes;
+mod axis_filter;
 mod selection;
+mod table;
 mod tasks;
+mod values;
+mod zone_filter;
 
+pub use access_plan::{AccessPlan, PruningCounts, Weight, split_balanced};
+pub use aggregate::{AggFunc, AggSpec, Aggregation, MAX_DENSE_GROUPS, State, StateColumn, sum_type, widens};
+pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
+pub use axis_filter::{FilterKind, classify};
 pub use selection::AxisSelection;
-pub use tasks::{ChunkTask, chunk_tasks, split_balanced, tasks_by_id};
+pub use table::TableModel;
+pub use tasks::{ChunkTask, chunk_tasks, tasks_by_id};
+pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

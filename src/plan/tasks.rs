@@ -2,7 +2,7 @@
 
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
-use crate::format::hyperslab::odometer_next;
+use crate::format::hyperslab::{Runs, odometer_next};
 
 /// One chunk to read and the part of it that is selected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,11 @@ impl ChunkTask {
     /// True when the whole tile is selected.
     pub fn is_full(&self) -> bool {
         self.cells == self.tile_extent.iter().product::<u64>()
+    }
+
+    /// The selected cells as contiguous runs of the tile (see [`Runs`]).
+    pub fn runs(&self) -> Runs<'_> {
+        Runs::new(&self.tile_extent, &self.local)
     }
 
     /// Global start of the tile per axis.
@@ -110,31 +115,6 @@ pub fn tasks_by_id(
         .collect()
 }
 
-/// Split `items` (kept in order) into at most `n` contiguous groups of similar total
-/// `weight`. Never returns empty groups; returns no group for no items.
-pub fn split_balanced<T>(items: Vec<T>, n: usize, weight: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
-    let total: u128 = items.iter().map(|t| weight(t).max(1) as u128).sum();
-    let n = n.max(1).min(items.len());
-    let mut groups: Vec<Vec<T>> = Vec::with_capacity(n);
-    let mut acc: u128 = 0;
-    let mut current = Vec::new();
-    let count = items.len();
-    for (i, t) in items.into_iter().enumerate() {
-        acc += weight(&t).max(1) as u128;
-        current.push(t);
-        let target = total * (groups.len() as u128 + 1) / n as u128;
-        let left = count - i - 1;
-        let groups_left = n - groups.len() - 1;
-        if groups.len() + 1 < n && (acc >= target || left == groups_left) {
-            groups.push(std::mem::take(&mut current));
-        }
-    }
-    if !current.is_empty() {
-        groups.push(current);
-    }
-    groups
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,7 +162,7 @@ mod tests {
             AxisSelection::from_sorted_ranges(7, [(3, 5)]),
         ];
         let tasks = chunk_tasks(&rec, &sel);
-        let mut planned = split_balanced(tasks.clone(), 3, |t| t.cells);
+        let mut planned = crate::plan::split_balanced(tasks.clone(), 3, |t| t.cells);
         planned[0].reverse();
         let ids: Vec<Vec<u64>> = planned.iter().map(|p| p.iter().map(|t| t.linear).collect()).collect();
         assert_eq!(tasks_by_id(&rec, &sel, &ids).unwrap(), planned);
@@ -190,16 +170,5 @@ mod tests {
         assert!(tasks_by_id(&rec, &sel, &[vec![6]]).is_err());
         assert!(tasks_by_id(&rec, &sel, &[vec![ids[0][0]], vec![ids[0][0]]]).is_err());
         assert!(tasks_by_id(&rec, &sel[..1], &ids).is_err());
-    }
-
-    #[test]
-    fn split_is_balanced_and_complete() {
-        let groups = split_balanced((0..10u64).collect(), 3, |_| 1);
-        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3, 4]);
-        let groups = split_balanced(vec![100u64, 1, 1, 1, 100], 2, |w| *w);
-        assert_eq!(groups.concat(), vec![100, 1, 1, 1, 100]);
-        assert_eq!(groups.len(), 2);
-        assert!(split_balanced(Vec::<u64>::new(), 4, |_| 1).is_empty());
-        assert_eq!(split_balanced(vec![1u64, 2], 8, |_| 1).len(), 2);
     }
 }

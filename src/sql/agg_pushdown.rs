@@ -15,12 +15,13 @@
 //! touched; the merge aggregate combines partitions and groups whose labels are equal.
 //! Partial variance states are (count, mean, M2), merged by the `tet_*` UDAFs.
 
-use super::axes::arrow_type;
-use super::merge_m2::{FloatExtreme, MergeMoments, MomentKind};
+use super::merge::{FloatExtreme, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
-use super::table::{TetTableProvider, VALUE_COLUMN};
-use crate::exec::{AggFunc, AggSpec, AggregatePlan, MAX_DENSE_GROUPS, TetAggregateExec};
-use crate::plan::split_balanced;
+use super::table::TetTableProvider;
+use crate::exec::{ChunkFeed, TetAggregateExec};
+use crate::plan::{
+    AccessPlan, AggFunc, AggSpec, Aggregation, MAX_DENSE_GROUPS, State, TableModel, VALUE_COLUMN, Weight, widens,
+};
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -85,60 +86,6 @@ fn value_input(e: &Expr, v_type: &DataType) -> Option<DataType> {
         }
         _ => None,
     }
-}
-
-/// Whether every value of `from` converts to `to` without loss (or `to` is Float64, the
-/// type DataFusion itself coerces numeric aggregates to).
-fn widens(from: &DataType, to: &DataType) -> bool {
-    use DataType::*;
-    if from == to || *to == Float64 {
-        return true;
-    }
-    matches!(
-        (from, to),
-        (Float16, Float32)
-            | (Int16, Int32 | Int64 | Float32)
-            | (Int32, Int64)
-            | (UInt8, Int16 | Int32 | Int64 | UInt16 | UInt32 | UInt64 | Float32)
-            | (UInt16, Int32 | Int64 | UInt32 | UInt64 | Float32)
-            | (UInt32, Int64 | UInt64)
-    )
-}
-
-/// Dense group slots of grouping by `groups` (saturating).
-fn dense_groups(axes: &[crate::sql::axes::Axis], groups: &[usize]) -> u64 {
-    groups
-        .iter()
-        .fold(1u64, |n, &d| n.saturating_mul(axes[d].extent.max(1)))
-}
-
-/// Check an aggregation received from elsewhere (a serialized plan) against the table it
-/// runs on: grouped axes exist, are distinct and within the dense-group limit, and every
-/// input type is one the pushdown itself would produce.
-#[cfg(feature = "ballista")]
-pub(crate) fn check_plan(plan: &AggregatePlan, table: &TetTableProvider) -> std::result::Result<(), String> {
-    let axes = table.axes();
-    let mut seen = vec![false; axes.len()];
-    for &d in &plan.groups {
-        if d >= axes.len() || std::mem::replace(&mut seen[d], true) {
-            return Err(format!("group axis {d} is out of range or repeated"));
-        }
-    }
-    let dense = dense_groups(axes, &plan.groups);
-    if dense > MAX_DENSE_GROUPS {
-        return Err(format!("{dense} groups exceed the limit of {MAX_DENSE_GROUPS}"));
-    }
-    let v_type = arrow_type(table.source().catalog.datasets[table.dataset_index()].dtype());
-    for a in &plan.aggs {
-        if !widens(&v_type, &a.input_type) {
-            return Err(format!(
-                "{} over {} is not an aggregate of {v_type}",
-                a.func.name(),
-                a.input_type
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn agg_spec(e: &Expr, v_type: &DataType) -> Option<AggSpec> {
@@ -208,23 +155,20 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         return Ok(None);
     }
     let provider = source_as_provider(&scan.source)?;
-    let Some(table) = provider.downcast_ref::<TetTableProvider>() else {
+    let Some(provider) = provider.downcast_ref::<TetTableProvider>() else {
         return Ok(None);
     };
-    let axes = table.axes();
+    let table = provider.model();
+    let axes = &table.axes;
     let mut groups = Vec::new();
     for g in &group_expr {
         let Expr::Column(c) = g else { return Ok(None) };
-        let Some(d) = axes.iter().position(|a| a.name == c.name) else {
+        let Some(d) = table.axis_index(&c.name) else {
             return Ok(None);
         };
         groups.push(d);
     }
-    let dense = dense_groups(axes, &groups);
-    if dense > MAX_DENSE_GROUPS {
-        return Ok(None);
-    }
-    let v_type = arrow_type(table.source().catalog.datasets[table.dataset_index()].dtype());
+    let v_type = table.value_type();
     let Some(aggs) = aggr_expr
         .iter()
         .map(|e| agg_spec(e, &v_type))
@@ -236,13 +180,16 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     if groups.is_empty() && aggs.iter().all(|a| a.func == AggFunc::CountStar) {
         return Ok(None);
     }
-    let plan_spec = AggregatePlan {
+    let aggregation = Aggregation {
         groups: groups.clone(),
         aggs: aggs.clone(),
     };
+    if aggregation.dense_groups(axes) > MAX_DENSE_GROUPS {
+        return Ok(None);
+    }
     // Providers see filters with unqualified columns, as DataFusion's planner hands them over.
     let filters = datafusion::logical_expr::expr_rewriter::unnormalize_cols(scan.filters.clone());
-    let partial = TetPartialAggregate::new(table.clone(), filters, plan_spec);
+    let partial = TetPartialAggregate::new(table.clone(), filters, aggregation.clone());
     let qualifier = scan.table_name.clone();
     let input = LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(partial)), None)?.build()?;
 
@@ -255,40 +202,44 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let max = datafusion::functions_aggregate::expr_fn::max;
     for (i, spec) in aggs.iter().enumerate() {
         let m = |s: &str| format!("__tet_m{i}_{s}");
-        let a = |s: &str| state(format!("a{i}_{s}"));
+        let a = |s: State| state(aggregation.state_name(i, s));
         let r = |s: &str| Expr::Column(Column::from_name(m(s)));
         let zero_if_null = |e: Expr| when(e.clone().is_null(), lit(0i64)).otherwise(e);
         let fin = match spec.func {
             AggFunc::CountStar => {
-                merge_exprs.push(sum(a("cells")).alias(m("cells")));
+                merge_exprs.push(sum(a(State::Cells)).alias(m("cells")));
                 zero_if_null(r("cells"))?
             }
             AggFunc::Count => {
-                merge_exprs.push(sum(a("n")).alias(m("n")));
+                merge_exprs.push(sum(a(State::Count)).alias(m("n")));
                 zero_if_null(r("n"))?
             }
             AggFunc::Sum => {
-                merge_exprs.push(sum(a("sum")).alias(m("sum")));
+                merge_exprs.push(sum(a(State::Sum)).alias(m("sum")));
                 r("sum")
             }
             AggFunc::Avg => {
-                merge_exprs.push(sum(a("n")).alias(m("n")));
-                merge_exprs.push(sum(a("sum")).alias(m("sum")));
+                merge_exprs.push(sum(a(State::Count)).alias(m("n")));
+                merge_exprs.push(sum(a(State::Sum)).alias(m("sum")));
                 cast(r("sum"), DataType::Float64) / cast(r("n"), DataType::Float64)
             }
             AggFunc::Min | AggFunc::Max if is_float(&spec.input_type) => {
                 let is_max = spec.func == AggFunc::Max;
-                let s = if is_max { "max" } else { "min" };
+                let (s, st) = if is_max {
+                    ("max", State::Max)
+                } else {
+                    ("min", State::Min)
+                };
                 let udaf = AggregateUDF::from(FloatExtreme::new(is_max));
-                merge_exprs.push(udaf.call(vec![cast(a(s), DataType::Float64)]).alias(m(s)));
+                merge_exprs.push(udaf.call(vec![cast(a(st), DataType::Float64)]).alias(m(s)));
                 r(s)
             }
             AggFunc::Min => {
-                merge_exprs.push(min(a("min")).alias(m("min")));
+                merge_exprs.push(min(a(State::Min)).alias(m("min")));
                 r("min")
             }
             AggFunc::Max => {
-                merge_exprs.push(max(a("max")).alias(m("max")));
+                merge_exprs.push(max(a(State::Max)).alias(m("max")));
                 r("max")
             }
             f => {
@@ -299,7 +250,10 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
                     _ => MomentKind::StddevSamp,
                 };
                 let udaf = AggregateUDF::from(MergeMoments::new(kind));
-                merge_exprs.push(udaf.call(vec![a("n"), a("mean"), a("m2")]).alias(m("var")));
+                merge_exprs.push(
+                    udaf.call(vec![a(State::Count), a(State::Mean), a(State::M2)])
+                        .alias(m("var")),
+                );
                 r("var")
             }
         };
@@ -327,26 +281,26 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
 /// one dataset with pushed axis filters.
 #[derive(Debug, Clone)]
 pub struct TetPartialAggregate {
-    table: TetTableProvider,
+    table: Arc<TableModel>,
     filters: Vec<Expr>,
-    plan: AggregatePlan,
+    aggregation: Aggregation,
     schema: SchemaRef,
 }
 
 impl TetPartialAggregate {
-    /// The partial aggregation `plan` over `table` restricted by `filters`.
-    pub fn new(table: TetTableProvider, filters: Vec<Expr>, plan: AggregatePlan) -> Self {
-        let schema = plan.schema(table.axes());
+    /// The partial `aggregation` over `table` restricted by `filters`.
+    pub fn new(table: Arc<TableModel>, filters: Vec<Expr>, aggregation: Aggregation) -> Self {
+        let schema = aggregation.schema(&table.axes);
         TetPartialAggregate {
             table,
             filters,
-            plan,
+            aggregation,
             schema,
         }
     }
 
     /// The underlying table.
-    pub fn table(&self) -> &TetTableProvider {
+    pub fn table(&self) -> &Arc<TableModel> {
         &self.table
     }
     /// Pushed axis filters.
@@ -354,8 +308,8 @@ impl TetPartialAggregate {
         &self.filters
     }
     /// What is aggregated.
-    pub fn plan(&self) -> &AggregatePlan {
-        &self.plan
+    pub fn aggregation(&self) -> &Aggregation {
+        &self.aggregation
     }
 }
 
@@ -377,21 +331,17 @@ impl TableProvider for TetPartialAggregate {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let planned = self.table.plan_chunks(state, &self.filters)?;
-        let source = self.table.source().clone();
-        let ds = &source.catalog.datasets[self.table.dataset_index()];
-        let target = state.config().target_partitions().max(1);
-        let partitions = split_balanced(planned.tasks, target, |t| {
-            source.catalog.chunk(ds, t.linear).1.stored_byte_len
-        });
-        let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::new(
-            source.clone(),
-            self.table.dataset_index(),
-            self.table.axes_arc(),
-            self.plan.clone(),
-            planned.selection,
-            crate::exec::ChunkFeed::new(partitions)?,
-        ));
+        let table = &self.table;
+        let access = AccessPlan::build(table, state, &self.filters)?;
+        let nullable = table.dataset().fill_value_le().is_some();
+        let weight = Weight::of(self.aggregation.reads_payload(nullable));
+        let partitions = access.partitions(table, state.config().target_partitions(), weight);
+        let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(
+            table.clone(),
+            self.aggregation.clone(),
+            ChunkFeed::new(access, &partitions)?,
+            TetConfig::of(state.config()).fetch_options(),
+        )?);
         match projection {
             Some(p) if *p != (0..self.schema.fields().len()).collect::<Vec<_>>() => {
                 let exprs = p

@@ -1,6 +1,6 @@
 //! Table functions: `tet(path [, dataset])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
 
-use super::table::{TetTableProvider, block_on, open_source, to_df};
+use super::table::{TetTableProvider, block_on, open_source};
 use crate::format::Codec;
 use crate::io::TetSource;
 use arrow::array::{
@@ -10,6 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, plan_err};
 use datafusion::datasource::MemTable;
+use datafusion::error::DataFusionError;
 use datafusion::logical_expr::Expr;
 use std::sync::Arc;
 
@@ -40,8 +41,8 @@ fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) 
 /// Open `location` in `session`: local files directly, object store URLs by waiting on
 /// the session's store.
 fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<TetSource>> {
-    if crate::io::remote_url(location).map_err(to_df)?.is_none() {
-        return TetSource::open(location).map_err(to_df);
+    if crate::io::remote_url(location)?.is_none() {
+        return TetSource::open(location).map_err(DataFusionError::from);
     }
     block_on(function, open_source(session, location))
 }
@@ -54,7 +55,7 @@ impl TableFunctionImpl for TetFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet", "(path [, dataset])", args.exprs(), 1, 2)?;
         let dataset = a.get(1).map(String::as_str);
-        if crate::io::remote_url(&a[0]).map_err(to_df)?.is_none() {
+        if crate::io::remote_url(&a[0])?.is_none() {
             return Ok(Arc::new(TetTableProvider::try_new(&a[0], dataset)?));
         }
         let session = args.session();
@@ -86,12 +87,12 @@ impl TableFunctionImpl for TetDatasetsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_datasets", "(path)", args.exprs(), 1, 1)?;
         let src = open(args.session(), "tet_datasets()", &a[0])?;
-        Ok(Arc::new(TetCatalogTable::new(src, CatalogKind::Datasets, None)?))
+        Ok(Arc::new(TetMetadataTable::new(src, MetadataKind::Datasets, None)?))
     }
 }
 
 fn datasets_batch(src: &TetSource) -> Result<RecordBatch> {
-    let f = &src.catalog;
+    let f = &src.file;
     let ds = &f.datasets;
     let rows = |d: &crate::format::Dataset| d.chunk_rows.iter().map(|&r| &f.chunks[r as usize]).collect::<Vec<_>>();
     let mut dims = ListBuilder::new(StringBuilder::new());
@@ -154,18 +155,18 @@ impl TableFunctionImpl for TetChunksFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_chunks", "(path [, dataset])", args.exprs(), 1, 2)?;
         let src = open(args.session(), "tet_chunks()", &a[0])?;
-        Ok(Arc::new(TetCatalogTable::new(
+        Ok(Arc::new(TetMetadataTable::new(
             src,
-            CatalogKind::Chunks,
+            MetadataKind::Chunks,
             a.get(1).map(String::as_str),
         )?))
     }
 }
 
 fn chunks_batch(src: &TetSource, dataset: Option<&str>) -> Result<RecordBatch> {
-    let f = &src.catalog;
+    let f = &src.file;
     let datasets: Vec<&crate::format::Dataset> = match dataset {
-        Some(name) => vec![f.dataset(name).map_err(|e| to_df(e.in_file(&src.location)))?],
+        Some(name) => vec![f.dataset(name).map_err(|e| e.in_file(&src.location))?],
         None => f.datasets.iter().collect(),
     };
     let mut names = Vec::new();
@@ -212,9 +213,9 @@ fn chunks_batch(src: &TetSource, dataset: Option<&str>) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(schema, columns)?)
 }
 
-/// Which catalog table a [`TetCatalogTable`] is.
+/// Which metadata table a [`TetMetadataTable`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CatalogKind {
+pub enum MetadataKind {
     /// `tet_datasets(path)`.
     Datasets,
     /// `tet_chunks(path [, dataset])`.
@@ -222,23 +223,23 @@ pub enum CatalogKind {
 }
 
 /// The table of `tet_datasets()` / `tet_chunks()`: a small in-memory table computed from
-/// a file's catalog. Plan codecs carry it as (file, kind, dataset) and recompute it.
+/// a file's directory and index. Plan codecs carry it as (file, kind, dataset) and recompute it.
 #[derive(Debug)]
-pub struct TetCatalogTable {
+pub struct TetMetadataTable {
     source: Arc<TetSource>,
-    kind: CatalogKind,
+    kind: MetadataKind,
     dataset: Option<String>,
     rows: MemTable,
 }
 
-impl TetCatalogTable {
-    /// The `kind` table of `source` (for [`CatalogKind::Chunks`], of `dataset` or of all).
-    pub fn new(source: Arc<TetSource>, kind: CatalogKind, dataset: Option<&str>) -> Result<Self> {
+impl TetMetadataTable {
+    /// The `kind` table of `source` (for [`MetadataKind::Chunks`], of `dataset` or of all).
+    pub fn new(source: Arc<TetSource>, kind: MetadataKind, dataset: Option<&str>) -> Result<Self> {
         let batch = match kind {
-            CatalogKind::Datasets => datasets_batch(&source)?,
-            CatalogKind::Chunks => chunks_batch(&source, dataset)?,
+            MetadataKind::Datasets => datasets_batch(&source)?,
+            MetadataKind::Chunks => chunks_batch(&source, dataset)?,
         };
-        Ok(TetCatalogTable {
+        Ok(TetMetadataTable {
             rows: MemTable::try_new(batch.schema(), vec![vec![batch]])?,
             source,
             kind,
@@ -252,7 +253,7 @@ impl TetCatalogTable {
     }
 
     /// Which table this is.
-    pub fn kind(&self) -> CatalogKind {
+    pub fn kind(&self) -> MetadataKind {
         self.kind
     }
 
@@ -263,7 +264,7 @@ impl TetCatalogTable {
 }
 
 #[async_trait::async_trait]
-impl TableProvider for TetCatalogTable {
+impl TableProvider for TetMetadataTable {
     fn schema(&self) -> arrow::datatypes::SchemaRef {
         self.rows.schema()
     }

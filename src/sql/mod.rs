@@ -1,25 +1,23 @@
-//! The SQL surface: [`TetTableProvider`], the table functions, `STORED AS TET`, and
+//! The SQL surface: [`TetTableProvider`], the table functions, `STORED AS TET`, the
+//! aggregate pushdown rule, the `tet.*` session options and
 //! [`register`](crate::register).
 //!
-//! Owns: mapping tables, filters, projections and limits onto `plan` and `exec`. Must not
-//! parse bytes (that is `format`) nor walk payloads (that is `exec`).
+//! Owns: mapping tables, filters, projections, limits and aggregations onto `plan` and
+//! `exec`. May import every layer below; must not parse bytes (that is `format`) nor
+//! walk payloads (that is `exec`).
 
 mod agg_pushdown;
-pub mod axes;
 mod factory;
 mod functions;
-mod merge_m2;
-mod pruning;
+mod merge;
 mod session_options;
 mod table;
 
-#[cfg(feature = "ballista")]
-pub(crate) use agg_pushdown::check_plan;
 pub use agg_pushdown::{TetAggregatePushdown, TetPartialAggregate};
 pub use factory::{TetTableFactory, TetTableOptions};
-pub use functions::{CatalogKind, TetCatalogTable, TetChunksFunction, TetDatasetsFunction, TetFunction};
-pub use merge_m2::{FloatExtreme, MergeMoments, MomentKind, merge_functions};
+pub use functions::{MetadataKind, TetChunksFunction, TetDatasetsFunction, TetFunction, TetMetadataTable};
+pub use merge::{FloatExtreme, MergeMoments, MomentKind, merge_functions};
 pub use session_options::TetConfig;
-pub use table::{TetTableProvider, VALUE_COLUMN, open_source, open_source_with};
 #[cfg(feature = "ballista")]
-pub(crate) use table::{block_on, to_df};
+pub(crate) use table::block_on;
+pub use table::{TetTableProvider, open_source, open_source_with};

@@ -4,7 +4,7 @@
 
 use crate::io::FetchOptions;
 use datafusion::common::config::ConfigExtension;
-use datafusion::execution::TaskContext;
+use datafusion::prelude::SessionConfig;
 
 datafusion::common::extensions_options! {
     /// Session options, namespace `tet`.
@@ -37,13 +37,13 @@ impl TetConfig {
         }
     }
 
-    /// The fetch policy of the session running `ctx` (defaults when `tet` is not registered).
-    pub fn fetch_options_of(ctx: &TaskContext) -> FetchOptions {
-        ctx.session_config()
+    /// The options of a session (defaults when `tet` is not registered).
+    pub fn of(config: &SessionConfig) -> TetConfig {
+        config
             .options()
             .extensions
             .get::<TetConfig>()
-            .map(TetConfig::fetch_options)
+            .cloned()
             .unwrap_or_default()
     }
 }

@@ -15,6 +15,7 @@ mod format_fixtures;
 mod format_malformed;
 mod format_roundtrip;
 mod format_upstream;
+mod layers;
 mod remote;
 mod servers;
 mod sql_concurrency;

@@ -4,10 +4,9 @@
 //! Floats: zone maps count NaN among the nulls and leave it out of min/max, but DataFusion
 //! orders NaN above every number, so a float chunk with any null is given unknown bounds.
 
-use super::axes::arrow_type;
-use super::table::VALUE_COLUMN;
+use super::tasks::ChunkTask;
+use super::values::{VALUE_COLUMN, arrow_type};
 use crate::format::{DType, Scalar, ZoneStat};
-use crate::plan::ChunkTask;
 use arrow::array::{ArrayRef, BooleanArray};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::pruning::PruningStatistics;
@@ -18,6 +17,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Zone statistics of a list of chunk tasks.
+#[derive(Debug)]
 pub struct ZonePruning<'a> {
     tasks: &'a [ChunkTask],
     zones: &'a [Option<ZoneStat>],

@@ -4,17 +4,17 @@ use super::TetSource;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Opened remote files by URL, so repeated queries reuse the parsed catalog (and the
+/// Opened remote files by URL, so repeated queries reuse the parsed file (and the
 /// metadata bytes already fetched). An entry is only used after a HEAD request confirms
 /// the object still has the size and ETag it was opened with; otherwise it is dropped.
 ///
 /// [`crate::register`] installs one per session as a `SessionConfig` extension.
 #[derive(Debug, Default)]
-pub struct CatalogCache {
+pub struct SourceCache {
     entries: Mutex<HashMap<String, Arc<TetSource>>>,
 }
 
-impl CatalogCache {
+impl SourceCache {
     /// The source opened for `url`, if any (not yet revalidated).
     pub fn get(&self, url: &str) -> Option<Arc<TetSource>> {
         self.lock().get(url).cloned()

@@ -6,13 +6,13 @@
 //! oceans of a toy land mask. `time` has ISO-8601 labels (6-hourly); `lat` (-90..90 step
 //! 0.5) and `lon` (0..359.5 step 0.5) are CF coordinate variables. About 50 MB.
 
-use crate::format::{ChunkCodecs, DType, DatasetSpec, FileMeta, HistoryEvent, TetWriter};
 use arrow::array::{BooleanArray, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, plan_err};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Expr;
+use datafusion_tet::format::{ChunkCodecs, DType, DatasetSpec, FileMeta, HistoryEvent, TetWriter};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,7 +38,7 @@ fn land(i: u64, j: u64) -> bool {
 }
 
 /// Write the demo file at `path`; `progress(done, total)` is called after each time step.
-pub fn write_weather(path: &Path, mut progress: impl FnMut(u64, u64)) -> crate::format::Result<()> {
+pub fn write_weather(path: &Path, mut progress: impl FnMut(u64, u64)) -> datafusion_tet::format::Result<()> {
     let cells = (TIME * LAT * LON) as usize;
     let mut temp = Vec::with_capacity(cells * 4);
     let mut precip = Vec::with_capacity(cells * 4);

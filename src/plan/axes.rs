@@ -1,16 +1,14 @@
-//! The axis columns of a dataset table (design §2): name and values of each axis.
+//! The axis columns of a dataset's table (design §2): name and values of each axis.
 //!
 //! Values come from, in order: a CF coordinate variable (a 1-D dataset of the same file
 //! named like the axis, of the axis' length), the footer coordinate labels (typed by
 //! parsing: Int64, Float64, Timestamp, else Utf8; repeats allowed), else the position as
 //! Int64.
 
-use crate::format::{DType, Dataset, FormatError, ReadAt, TetFile};
-
-use arrow::array::{
-    Array, ArrayRef, Float16Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, StringArray,
-    TimestampNanosecondArray, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
-};
+use super::values::array_from_le;
+use crate::format::{Dataset, FormatError, ReadAt, TetFile};
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, TimestampNanosecondArray, UInt64Array};
+use arrow::buffer::Buffer;
 use arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
 use arrow::datatypes::{DataType, TimeUnit};
 use std::sync::Arc;
@@ -85,7 +83,7 @@ pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<
                 let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
                 (
                     AxisSource::CoordinateVariable(cv.name().to_owned()),
-                    Some(array_from_le(cv.dtype(), &raw)),
+                    Some(array_from_le(cv.dtype(), Buffer::from_vec(raw), None)),
                 )
             } else if let Some(labels) = ds.labels(d) {
                 (AxisSource::Labels, Some(typed_labels(labels)))
@@ -100,46 +98,6 @@ pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<
         });
     }
     Ok(out)
-}
-
-/// Arrow array from little-endian elements of `dtype`.
-pub fn array_from_le(dtype: DType, raw: &[u8]) -> ArrayRef {
-    macro_rules! prim {
-        ($arr:ty, $t:ty, $n:expr) => {{
-            Arc::new(<$arr>::from_iter_values(
-                raw.chunks_exact($n)
-                    .map(|b| <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n]))),
-            ))
-        }};
-    }
-    match dtype {
-        DType::F32 => prim!(Float32Array, f32, 4),
-        DType::F64 => prim!(Float64Array, f64, 8),
-        DType::F16 => prim!(Float16Array, half::f16, 2),
-        DType::I16 => prim!(Int16Array, i16, 2),
-        DType::I32 => prim!(Int32Array, i32, 4),
-        DType::I64 => prim!(Int64Array, i64, 8),
-        DType::U8 => Arc::new(UInt8Array::from_iter_values(raw.iter().copied())),
-        DType::U16 => prim!(UInt16Array, u16, 2),
-        DType::U32 => prim!(UInt32Array, u32, 4),
-        DType::U64 => prim!(UInt64Array, u64, 8),
-    }
-}
-
-/// Arrow type of a dtype's values.
-pub fn arrow_type(dtype: DType) -> DataType {
-    match dtype {
-        DType::F32 => DataType::Float32,
-        DType::F64 => DataType::Float64,
-        DType::F16 => DataType::Float16,
-        DType::I16 => DataType::Int16,
-        DType::I32 => DataType::Int32,
-        DType::I64 => DataType::Int64,
-        DType::U8 => DataType::UInt8,
-        DType::U16 => DataType::UInt16,
-        DType::U32 => DataType::UInt32,
-        DType::U64 => DataType::UInt64,
-    }
 }
 
 /// Type footer labels: all integers → Int64, all numbers → Float64, all ISO-8601

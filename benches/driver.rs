@@ -1,0 +1,180 @@
+//! Benchmark driver (not a test). `cargo bench --bench driver` alone writes a smaller
+//! cube under `target/bench` (`TET_BENCH_TIME` time steps, default 64) and times our
+//! queries through the Rust API; `benches/run.py` drives the full comparison with the
+//! peers through the subcommands below (`cargo bench --bench driver -- SUBCOMMAND ...`).
+//!
+//! `bench write-tet RAW_F32 OUT.tet T LAT LON`: write a raw little-endian f32 cube
+//!   [T, LAT, LON] as `.tet` (dataset `temp`, one chunk per time step, `lat`/`lon` CF
+//!   coordinate variables, time as positions).
+//! `bench run OUT.tet DATA.parquet REPS`: time the benchmark queries through the Rust API
+//!   with the pushdown, with DataFusion's own plan over our scan, and over the Parquet
+//!   table, plus the floor (one pass summing every f32 of the payload); prints one JSON
+//!   line per measurement: {"engine", "query", "median_s", "runs"}.
+
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion_tet::format::{DType, DatasetSpec, TetFile, TetWriter};
+use std::time::Instant;
+
+const QUERIES: [(&str, &str); 4] = [
+    ("full_mean", "SELECT avg(v) FROM t"),
+    ("by_lat", "SELECT lat, avg(v) FROM t GROUP BY lat"),
+    ("by_time", "SELECT time, avg(v) FROM t GROUP BY time"),
+    (
+        "by_lat_sliced",
+        "SELECT lat, avg(v) FROM t WHERE time < {SLICE} GROUP BY lat",
+    ),
+];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn report(engine: &str, query: &str, times: Vec<f64>) {
+    println!(
+        r#"{{"engine":"{engine}","query":"{query}","median_s":{},"runs":{}}}"#,
+        median(times.clone()),
+        times.len()
+    );
+}
+
+fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
+}
+
+/// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
+fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64) -> datafusion::error::Result<()> {
+    let lats: Vec<u8> = (0..lat)
+        .flat_map(|i| (-90.0f32 + 180.0 * i as f32 / (lat - 1) as f32).to_le_bytes())
+        .collect();
+    let lons: Vec<u8> = (0..lon)
+        .flat_map(|j| (360.0f32 * j as f32 / lon as f32).to_le_bytes())
+        .collect();
+    let mut w = TetWriter::new();
+    w.dataset(
+        DatasetSpec::new("temp", DType::F32, &[t, lat, lon], &[1, lat, lon], raw).dim_names(&["time", "lat", "lon"]),
+    )
+    .map_err(to_df)?;
+    w.dataset(DatasetSpec::new("lat", DType::F32, &[lat], &[lat], &lats).dim_names(&["lat"]))
+        .map_err(to_df)?;
+    w.dataset(DatasetSpec::new("lon", DType::F32, &[lon], &[lon], &lons).dim_names(&["lon"]))
+        .map_err(to_df)?;
+    w.write_path(out).map_err(to_df)
+}
+
+#[tokio::main]
+async fn main() -> datafusion::error::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("write-tet") => {
+            let raw = std::fs::read(&args[2])?;
+            let dims: Vec<u64> = args[4..7].iter().map(|s| s.parse().expect("extent")).collect();
+            write_tet(&raw, &args[3], dims[0], dims[1], dims[2])?;
+        }
+        Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
+        None | Some("--bench") => {
+            // `cargo bench`: a self-contained pass over a smaller cube, our engine only.
+            let t: u64 = std::env::var("TET_BENCH_TIME")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(64);
+            let (lat, lon) = (361u64, 720u64);
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("target")
+                .join("bench");
+            std::fs::create_dir_all(&dir)?;
+            let out = dir.join(format!("cube-{t}.tet"));
+            let out = out.to_string_lossy().into_owned();
+            if !std::path::Path::new(&out).exists() {
+                let raw: Vec<u8> = (0..t * lat * lon)
+                    .flat_map(|k| (((k * 2654435761) % 4001) as f32 / 100.0 - 10.0).to_le_bytes())
+                    .collect();
+                write_tet(&raw, &out, t, lat, lon)?;
+            }
+            eprintln!("cube {out}: f32 [{t}, {lat}, {lon}]");
+            run(&out, None, 5).await?;
+        }
+        _ => eprintln!("usage: driver [write-tet RAW OUT T LAT LON | run TET PARQUET REPS]"),
+    }
+    Ok(())
+}
+
+/// Time the queries over `tet` (and `parquet`, when given) `reps` times each.
+async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error::Result<()> {
+    let file_bytes = std::fs::read(tet)?;
+    let file = TetFile::open(file_bytes.as_slice()).map_err(to_df)?;
+    let ds = file.dataset("temp").map_err(to_df)?;
+    let slice = (ds.shape()[0] / 10).max(1);
+    // Floor: one pass summing every f32 of the dataset's payload (warm, in memory),
+    // split over all cores as our partitions are.
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut times = Vec::new();
+    let mut check = 0.0;
+    for _ in 0..reps {
+        let start = Instant::now();
+        let parts: Vec<&[u32]> = ds.chunk_rows.chunks(ds.chunk_rows.len().div_ceil(threads)).collect();
+        check = std::thread::scope(|s| {
+            let handles: Vec<_> = parts
+                .iter()
+                .map(|rows| {
+                    let (file, file_bytes) = (&file, &file_bytes);
+                    s.spawn(move || {
+                        let mut lanes = [0f64; 8];
+                        for &r in rows.iter() {
+                            let e = &file.chunks[r as usize];
+                            let bytes =
+                                &file_bytes[e.payload_offset as usize..(e.payload_offset + e.stored_byte_len) as usize];
+                            let vals = datafusion_tet::format::elements::<f32>(bytes);
+                            for c in vals.chunks_exact(8) {
+                                for i in 0..8 {
+                                    lanes[i] += c[i] as f64;
+                                }
+                            }
+                        }
+                        lanes.iter().sum::<f64>()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
+        });
+        times.push(start.elapsed().as_secs_f64());
+    }
+    eprintln!("floor sum {check}");
+    report("floor_sum_f32", "full_mean", times);
+    for (engine, pushdown, table) in [
+        ("ours_rust_api", true, "tet"),
+        ("datafusion_over_our_scan", false, "tet"),
+        ("datafusion_parquet", false, "parquet"),
+    ] {
+        if table == "parquet" && parquet.is_none() {
+            continue;
+        }
+        let ctx = SessionContext::new();
+        datafusion_tet::register(&ctx);
+        if !pushdown {
+            ctx.sql("SET tet.aggregate_pushdown = false").await?.collect().await?;
+        }
+        if table == "tet" {
+            ctx.register_table(
+                "t",
+                std::sync::Arc::new(datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?),
+            )?;
+        } else {
+            ctx.register_parquet("t", parquet.unwrap_or_default(), ParquetReadOptions::default())
+                .await?;
+        }
+        for (name, sql) in QUERIES {
+            let sql = sql.replace("{SLICE}", &slice.to_string());
+            ctx.sql(&sql).await?.collect().await?; // warm-up
+            let mut times = Vec::new();
+            for _ in 0..reps {
+                let start = Instant::now();
+                let b = ctx.sql(&sql).await?.collect().await?;
+                times.push(start.elapsed().as_secs_f64());
+                assert!(!b.is_empty());
+            }
+            report(engine, name, times);
+        }
+    }
+    Ok(())
+}

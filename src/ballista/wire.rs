@@ -1,0 +1,604 @@
+//! [`TetLogicalExtensionCodec`] and [`TetPhysicalExtensionCodec`]: our tables, execution
+//! plans and merge functions in Ballista's plan serialization.
+//!
+//! Our bytes are [`MAGIC`] followed by a protobuf [`TetNode`] (prost messages derived in
+//! Rust): a wire version, then one kind of node. Filters nest DataFusion's own
+//! `LogicalExprNode` and types its `ArrowType`. Anything not starting with [`MAGIC`] is
+//! handed to Ballista's codecs, which we wrap. A plan names its file by location, dataset
+//! and version (length + ETag); the process decoding it reopens the file (the scheduler to
+//! plan, executors to read their chunks) and refuses a different version. Chunk tasks
+//! travel as chunk ids and are rebuilt from the per-axis selection, so a plan stays small
+//! and a damaged one cannot name cells outside the dataset. Which partition reads which
+//! chunks is our nodes' child (see [`ChunkFeed`]), a plain `DataSourceExec` that Ballista
+//! restricts to each task's partitions.
+
+use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
+use crate::io::{SourceVersion, TetSource, remote_url};
+use crate::plan::{AccessPlan, AggFunc, AggSpec, Aggregation, AxisSelection, PruningCounts, TableModel, tasks_by_id};
+use crate::sql::{MetadataKind, TetConfig, TetMetadataTable, TetPartialAggregate, TetTableProvider, merge_functions};
+use arrow::datatypes::{DataType, SchemaRef};
+use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+use datafusion::catalog::TableProvider;
+use datafusion::common::{Result, TableReference, plan_datafusion_err};
+use datafusion::error::DataFusionError;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::logical_plan::from_proto::parse_expr;
+use datafusion_proto::logical_plan::to_proto::serialize_expr;
+use datafusion_proto::logical_plan::{DefaultLogicalExtensionCodec, LogicalExtensionCodec};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion_proto::protobuf::{ArrowType, LogicalExprNode};
+use prost::Message;
+use std::sync::Arc;
+
+/// The first bytes of everything we encode.
+pub const MAGIC: &[u8; 3] = b"TET";
+/// The version of [`TetNode`] this build writes and reads.
+pub const WIRE_VERSION: u32 = 2;
+
+/// One of our plan pieces.
+#[derive(Clone, PartialEq, Message)]
+pub struct TetNode {
+    /// [`WIRE_VERSION`] of the writer.
+    #[prost(uint32, tag = "1")]
+    pub version: u32,
+    #[prost(oneof = "node::Kind", tags = "2, 3, 4, 5, 6, 7")]
+    pub kind: Option<node::Kind>,
+}
+
+/// The kinds of [`TetNode`].
+pub mod node {
+    /// What a [`TetNode`](super::TetNode) holds.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Kind {
+        /// A `TetTableProvider`.
+        #[prost(message, tag = "2")]
+        Table(super::FileRef),
+        /// The aggregate pushdown's `TetPartialAggregate` table.
+        #[prost(message, tag = "3")]
+        PartialAggregate(super::PartialAggregateNode),
+        /// A `TetScanExec`.
+        #[prost(message, tag = "4")]
+        Scan(super::ScanNode),
+        /// A `TetAggregateExec`.
+        #[prost(message, tag = "5")]
+        Aggregate(super::AggregateNode),
+        /// One of the pushdown's merge functions, by name.
+        #[prost(string, tag = "6")]
+        MergeFunction(String),
+        /// The table of `tet_datasets()` / `tet_chunks()`.
+        #[prost(message, tag = "7")]
+        Metadata(super::MetadataNode),
+    }
+}
+
+/// A dataset of a file at one version.
+#[derive(Clone, PartialEq, Message)]
+pub struct FileRef {
+    /// Absolute path or object store URL.
+    #[prost(string, tag = "1")]
+    pub location: String,
+    #[prost(string, tag = "2")]
+    pub dataset: String,
+    /// File length in bytes.
+    #[prost(uint64, tag = "3")]
+    pub len: u64,
+    #[prost(string, optional, tag = "4")]
+    pub e_tag: Option<String>,
+}
+
+/// `tet_datasets()` (no `chunks`) or `tet_chunks()` (`chunks`, of `dataset` or of all).
+#[derive(Clone, PartialEq, Message)]
+pub struct MetadataNode {
+    /// The file; `dataset` is empty.
+    #[prost(message, optional, tag = "1")]
+    pub file: Option<FileRef>,
+    #[prost(bool, tag = "2")]
+    pub chunks: bool,
+    #[prost(string, optional, tag = "3")]
+    pub dataset: Option<String>,
+}
+
+/// One aggregate.
+#[derive(Clone, PartialEq, Message)]
+pub struct AggSpecNode {
+    /// SQL name as `AggFunc::name` writes it.
+    #[prost(string, tag = "1")]
+    pub func: String,
+    #[prost(message, optional, tag = "2")]
+    pub input_type: Option<ArrowType>,
+}
+
+/// Grouped axes and aggregates.
+#[derive(Clone, PartialEq, Message)]
+pub struct AggregationNode {
+    #[prost(uint32, repeated, tag = "1")]
+    pub groups: Vec<u32>,
+    #[prost(message, repeated, tag = "2")]
+    pub aggs: Vec<AggSpecNode>,
+}
+
+/// The selected ranges of one axis, as `lo, hi` pairs.
+#[derive(Clone, PartialEq, Message)]
+pub struct AxisRanges {
+    #[prost(uint64, repeated, tag = "1")]
+    pub bounds: Vec<u64>,
+}
+
+/// An access plan: per-axis selection and every planned chunk (the node's child says
+/// which partition reads which).
+#[derive(Clone, PartialEq, Message)]
+pub struct AccessNode {
+    #[prost(message, repeated, tag = "1")]
+    pub selection: Vec<AxisRanges>,
+    #[prost(uint64, repeated, tag = "2")]
+    pub chunks: Vec<u64>,
+    #[prost(uint64, tag = "3")]
+    pub pruned_by_zone: u64,
+    #[prost(bool, tag = "4")]
+    pub value_filters: bool,
+    #[prost(uint64, tag = "5")]
+    pub pruned_by_axes: u64,
+}
+
+/// The pushdown's table: file, pushed axis filters and the aggregation.
+#[derive(Clone, PartialEq, Message)]
+pub struct PartialAggregateNode {
+    #[prost(message, optional, tag = "1")]
+    pub file: Option<FileRef>,
+    #[prost(message, repeated, tag = "2")]
+    pub filters: Vec<LogicalExprNode>,
+    #[prost(message, optional, tag = "3")]
+    pub aggregation: Option<AggregationNode>,
+}
+
+/// A scan.
+#[derive(Clone, PartialEq, Message)]
+pub struct ScanNode {
+    #[prost(message, optional, tag = "1")]
+    pub file: Option<FileRef>,
+    #[prost(message, optional, tag = "2")]
+    pub access: Option<AccessNode>,
+    #[prost(uint32, repeated, tag = "3")]
+    pub projection: Vec<u32>,
+    #[prost(uint64, optional, tag = "4")]
+    pub limit: Option<u64>,
+}
+
+/// A folded aggregation.
+#[derive(Clone, PartialEq, Message)]
+pub struct AggregateNode {
+    #[prost(message, optional, tag = "1")]
+    pub file: Option<FileRef>,
+    #[prost(message, optional, tag = "2")]
+    pub aggregation: Option<AggregationNode>,
+    #[prost(message, optional, tag = "3")]
+    pub access: Option<AccessNode>,
+}
+
+fn encode(kind: node::Kind, buf: &mut Vec<u8>) -> Result<()> {
+    buf.extend_from_slice(MAGIC);
+    TetNode {
+        version: WIRE_VERSION,
+        kind: Some(kind),
+    }
+    .encode(buf)
+    .map_err(|e| plan_datafusion_err!("encoding a tet plan node: {e}"))
+}
+
+/// Our node when `buf` is ours; `None` when it is someone else's.
+pub fn decode_node(buf: &[u8]) -> Result<Option<node::Kind>> {
+    let Some(body) = buf.strip_prefix(MAGIC) else {
+        return Ok(None);
+    };
+    let node = TetNode::decode(body).map_err(|e| plan_datafusion_err!("decoding a tet plan node: {e}"))?;
+    if node.version != WIRE_VERSION {
+        return Err(plan_datafusion_err!(
+            "a tet plan node of wire version {}, this build reads version {WIRE_VERSION}; \
+             run the same datafusion-tet on the client, scheduler and executors",
+            node.version
+        ));
+    }
+    match node.kind {
+        Some(k) => Ok(Some(k)),
+        None => Err(plan_datafusion_err!(
+            "a tet plan node of unknown kind (written by another build of datafusion-tet?)"
+        )),
+    }
+}
+
+/// A field every node of this kind has.
+fn required<T>(v: Option<T>, what: &str) -> Result<T> {
+    v.ok_or_else(|| plan_datafusion_err!("a tet plan node without its {what}"))
+}
+
+/// Plans name local files by absolute path (each process has its own working
+/// directory) and object store files by URL.
+fn file_ref(table: &TableModel) -> FileRef {
+    let mut f = source_ref(&table.source);
+    f.dataset = table.dataset().name().to_owned();
+    f
+}
+
+fn source_ref(source: &TetSource) -> FileRef {
+    let v = source.version();
+    FileRef {
+        location: source.resolved.clone(),
+        dataset: String::new(),
+        len: v.len,
+        e_tag: v.e_tag,
+    }
+}
+
+/// Reopen the file at `f.location` in the decoding process and check it is `f`'s version.
+fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
+    let source = if remote_url(&f.location)?.is_none() {
+        TetSource::open(&f.location)?
+    } else {
+        crate::sql::block_on(
+            "decoding a plan",
+            crate::sql::open_source_with(ctx.session_config(), ctx.runtime_env().as_ref(), &f.location),
+        )?
+    };
+    source.check_version(&SourceVersion {
+        len: f.len,
+        e_tag: f.e_tag.clone(),
+    })?;
+    Ok(source)
+}
+
+/// Reopen the dataset a plan names, in the decoding process.
+fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> {
+    let f = required(f, "file")?;
+    let source = open_file(&f, ctx)?;
+    Ok(Arc::new(if source.is_remote() {
+        crate::sql::block_on("decoding a plan", TableModel::for_source(source, Some(&f.dataset)))?
+    } else {
+        TableModel::from_source(source, Some(&f.dataset))?
+    }))
+}
+
+fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {
+    Ok(AggregationNode {
+        groups: a.groups.iter().map(|&d| d as u32).collect(),
+        aggs: a
+            .aggs
+            .iter()
+            .map(|s| {
+                Ok(AggSpecNode {
+                    func: s.func.name().to_owned(),
+                    input_type: Some(
+                        ArrowType::try_from(&s.input_type)
+                            .map_err(|e| plan_datafusion_err!("encoding a tet aggregate: {e}"))?,
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?,
+    })
+}
+
+fn aggregation_of(n: Option<AggregationNode>, table: &TableModel) -> Result<Aggregation> {
+    let n = required(n, "aggregation")?;
+    let aggs = n
+        .aggs
+        .iter()
+        .map(|a| {
+            let func = AggFunc::from_name(&a.func)
+                .ok_or_else(|| plan_datafusion_err!("a tet aggregate names an unknown function {:?}", a.func))?;
+            let input_type = DataType::try_from(required(a.input_type.as_ref(), "input type")?)
+                .map_err(|e| plan_datafusion_err!("a tet aggregate names an unknown type: {e}"))?;
+            Ok(AggSpec { func, input_type })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let aggregation = Aggregation {
+        groups: n.groups.iter().map(|&d| d as usize).collect(),
+        aggs,
+    };
+    aggregation.check(table).map_err(|e| {
+        plan_datafusion_err!(
+            "{}: a tet aggregate does not fit the dataset: {e}",
+            table.source.location
+        )
+    })?;
+    Ok(aggregation)
+}
+
+fn access_node(access: &AccessPlan, chunks: Vec<u64>) -> AccessNode {
+    AccessNode {
+        selection: access
+            .selection
+            .iter()
+            .map(|s| AxisRanges {
+                bounds: s.ranges().iter().flat_map(|&(lo, hi)| [lo, hi]).collect(),
+            })
+            .collect(),
+        chunks,
+        pruned_by_zone: access.pruning.pruned_by_zone,
+        value_filters: access.value_filters,
+        pruned_by_axes: access.pruning.pruned_by_axes,
+    }
+}
+
+/// The access plan and chunk feed a plan names, checked against the dataset.
+fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<ChunkFeed> {
+    let n = required(n, "access plan")?;
+    let bad = |e: String| plan_datafusion_err!("{}: a tet plan's chunk selection: {e}", table.source.location);
+    if n.selection.len() != table.axes.len() {
+        return Err(bad(format!(
+            "{} axes, the dataset has {}",
+            n.selection.len(),
+            table.axes.len()
+        )));
+    }
+    let selection = table
+        .axes
+        .iter()
+        .zip(&n.selection)
+        .map(|(a, r)| {
+            if r.bounds.len() % 2 != 0 {
+                return Err(format!("axis {}: an odd number of range bounds", a.name));
+            }
+            let ranges: Vec<(u64, u64)> = r.bounds.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+            AxisSelection::try_from_ranges(a.extent, &ranges).map_err(|e| format!("axis {}: {e}", a.name))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    let rec = &table.dataset().record;
+    let tasks = tasks_by_id(rec, &selection, &[n.chunks])
+        .map_err(bad)?
+        .pop()
+        .unwrap_or_default();
+    let [input] = inputs else {
+        return Err(plan_datafusion_err!(
+            "a tet plan node with {} inputs, expected 1",
+            inputs.len()
+        ));
+    };
+    let access = AccessPlan {
+        pruning: PruningCounts {
+            chunks_total: rec.chunk_count,
+            pruned_by_axes: n.pruned_by_axes.min(rec.chunk_count),
+            pruned_by_zone: n.pruned_by_zone.min(rec.chunk_count),
+        },
+        selection,
+        tasks,
+        value_filters: n.value_filters,
+    };
+    ChunkFeed::from_input(access, input.clone())
+}
+
+/// Our merge functions by name.
+fn merge_function(name: &str) -> Option<Arc<AggregateUDF>> {
+    merge_functions().into_iter().find(|f| f.name() == name).map(Arc::new)
+}
+
+/// Our merge functions by name, anything else by `other`.
+fn udaf_into(node: &AggregateUDF, buf: &mut Vec<u8>, other: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
+    match merge_function(node.name()) {
+        Some(_) => encode(node::Kind::MergeFunction(node.name().to_owned()), buf),
+        None => other(buf),
+    }
+}
+
+/// The function `udaf_into` wrote, or `other`'s when the bytes are not ours.
+fn udaf_from(buf: &[u8], other: impl FnOnce() -> Result<Arc<AggregateUDF>>) -> Result<Arc<AggregateUDF>> {
+    match decode_node(buf)? {
+        Some(node::Kind::MergeFunction(name)) => {
+            merge_function(&name).ok_or_else(|| plan_datafusion_err!("unknown tet merge function {name:?}"))
+        }
+        Some(_) => Err(plan_datafusion_err!(
+            "a tet plan node of another kind where a function was expected"
+        )),
+        None => other(),
+    }
+}
+
+/// Logical plans: [`TetTableProvider`], the pushdown's [`TetPartialAggregate`] and the
+/// metadata tables, and the pushdown's merge functions; everything else goes to
+/// Ballista's codec.
+#[derive(Debug, Default)]
+pub struct TetLogicalExtensionCodec {
+    inner: BallistaLogicalExtensionCodec,
+}
+
+impl LogicalExtensionCodec for TetLogicalExtensionCodec {
+    fn try_decode(&self, buf: &[u8], inputs: &[LogicalPlan], ctx: &TaskContext) -> Result<Extension> {
+        self.inner.try_decode(buf, inputs, ctx)
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode(node, buf)
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        table_ref: &TableReference,
+        schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let Some(kind) = decode_node(buf)? else {
+            return self.inner.try_decode_table_provider(buf, table_ref, schema, ctx);
+        };
+        let provider: Arc<dyn TableProvider> = match kind {
+            node::Kind::Table(f) => Arc::new(TetTableProvider::from_model(Arc::unwrap_or_clone(open_table(
+                Some(f),
+                ctx,
+            )?))),
+            node::Kind::PartialAggregate(n) => {
+                let table = open_table(n.file, ctx)?;
+                // Filters are plain expressions over the table's columns.
+                let filters = n
+                    .filters
+                    .iter()
+                    .map(|e| parse_expr(e, ctx, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from))
+                    .collect::<Result<Vec<_>>>()?;
+                let aggregation = aggregation_of(n.aggregation, &table)?;
+                Arc::new(TetPartialAggregate::new(table, filters, aggregation))
+            }
+            node::Kind::Metadata(n) => {
+                let source = open_file(&required(n.file, "file")?, ctx)?;
+                let kind = if n.chunks {
+                    MetadataKind::Chunks
+                } else {
+                    MetadataKind::Datasets
+                };
+                Arc::new(TetMetadataTable::new(source, kind, n.dataset.as_deref())?)
+            }
+            _ => {
+                return Err(plan_datafusion_err!(
+                    "a tet plan node of another kind where a table was expected"
+                ));
+            }
+        };
+        if provider.schema().fields() != schema.fields() {
+            return Err(plan_datafusion_err!(
+                "table {table_ref}: the file now gives the columns {:?}, the plan expects {:?}",
+                provider.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>(),
+                schema.fields().iter().map(|f| f.name()).collect::<Vec<_>>()
+            ));
+        }
+        Ok(provider)
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        if let Some(t) = node.downcast_ref::<TetTableProvider>() {
+            return encode(node::Kind::Table(file_ref(t.model())), buf);
+        }
+        if let Some(c) = node.downcast_ref::<TetMetadataTable>() {
+            let n = MetadataNode {
+                file: Some(source_ref(c.source())),
+                chunks: c.kind() == MetadataKind::Chunks,
+                dataset: c.dataset().map(str::to_owned),
+            };
+            return encode(node::Kind::Metadata(n), buf);
+        }
+        if let Some(p) = node.downcast_ref::<TetPartialAggregate>() {
+            let filters = p
+                .filters()
+                .iter()
+                .map(|f| serialize_expr(f, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from))
+                .collect::<Result<Vec<_>>>()?;
+            let n = PartialAggregateNode {
+                file: Some(file_ref(p.table())),
+                filters,
+                aggregation: Some(aggregation_node(p.aggregation())?),
+            };
+            return encode(node::Kind::PartialAggregate(n), buf);
+        }
+        self.inner.try_encode_table_provider(table_ref, node, buf)
+    }
+
+    fn try_decode_file_format(
+        &self,
+        buf: &[u8],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn datafusion::datasource::file_format::FileFormatFactory>> {
+        self.inner.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(
+        &self,
+        buf: &mut Vec<u8>,
+        node: Arc<dyn datafusion::datasource::file_format::FileFormatFactory>,
+    ) -> Result<()> {
+        self.inner.try_encode_file_format(buf, node)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        udaf_from(buf, || self.inner.try_decode_udaf(name, buf))
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        udaf_into(node, buf, |buf| self.inner.try_encode_udaf(node, buf))
+    }
+}
+
+/// Physical plans: [`TetScanExec`] and [`TetAggregateExec`], and the pushdown's merge
+/// functions; everything else (Ballista's shuffle nodes included) goes to Ballista's codec.
+#[derive(Debug, Default)]
+pub struct TetPhysicalExtensionCodec {
+    inner: BallistaPhysicalExtensionCodec,
+}
+
+impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(kind) = decode_node(buf)? else {
+            return self.inner.try_decode(buf, inputs, ctx, proto_converter);
+        };
+        // Object store reads follow the options of the session decoding the plan.
+        let fetch = TetConfig::of(ctx.session_config()).fetch_options();
+        match kind {
+            node::Kind::Scan(n) => {
+                let table = open_table(n.file, ctx)?;
+                let columns = table.schema.fields().len();
+                if n.projection.iter().any(|&i| i as usize >= columns) {
+                    return Err(plan_datafusion_err!(
+                        "{}: a tet scan projects columns {:?} of {columns}",
+                        table.source.location,
+                        n.projection
+                    ));
+                }
+                let feed = feed_of(&table, n.access, inputs)?;
+                let projection = n.projection.iter().map(|&i| i as usize).collect();
+                let limit = n.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+                Ok(Arc::new(TetScanExec::try_new(table, feed, projection, limit, fetch)?))
+            }
+            node::Kind::Aggregate(n) => {
+                let table = open_table(n.file, ctx)?;
+                let aggregation = aggregation_of(n.aggregation, &table)?;
+                let feed = feed_of(&table, n.access, inputs)?;
+                Ok(Arc::new(TetAggregateExec::try_new(table, aggregation, feed, fetch)?))
+            }
+            _ => Err(plan_datafusion_err!(
+                "a tet plan node of another kind where an execution plan was expected"
+            )),
+        }
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        if let Some(s) = node.downcast_ref::<TetScanExec>() {
+            let n = ScanNode {
+                file: Some(file_ref(s.table())),
+                access: Some(access_node(&s.feed().access, s.feed().chunk_ids())),
+                projection: s.projection().iter().map(|&i| i as u32).collect(),
+                limit: s.limit().map(|l| l as u64),
+            };
+            return encode(node::Kind::Scan(n), buf);
+        }
+        if let Some(a) = node.downcast_ref::<TetAggregateExec>() {
+            let n = AggregateNode {
+                file: Some(file_ref(a.table())),
+                aggregation: Some(aggregation_node(a.aggregation())?),
+                access: Some(access_node(&a.feed().access, a.feed().chunk_ids())),
+            };
+            return encode(node::Kind::Aggregate(n), buf);
+        }
+        self.inner.try_encode(node, buf, proto_converter)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        udaf_from(buf, || self.inner.try_decode_udaf(name, buf))
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        udaf_into(node, buf, |buf| self.inner.try_encode_udaf(node, buf))
+    }
+}

@@ -1,0 +1,195 @@
+//! [`AccessPlan`]: what a query reads of a dataset, built by one function from the pushed
+//! filters, and the one partitioner that splits it over output partitions.
+//!
+//! Resolution runs in two levels, each in a file of its own: axis filters select
+//! positions per axis ([`super::axis_filter`]), the chunks the selection touches become
+//! tasks ([`super::tasks`]), and zone maps drop the tasks no value filter can match
+//! ([`super::zone_filter`]).
+
+use super::axis_filter::{self, FilterKind};
+use super::selection::AxisSelection;
+use super::table::TableModel;
+use super::tasks::{ChunkTask, chunk_tasks};
+use super::zone_filter::ZonePruning;
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::utils::conjunction;
+
+/// The cells and chunks a query reads of one dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessPlan {
+    /// Per axis, the selected positions.
+    pub selection: Vec<AxisSelection>,
+    /// The chunks to read, in file (payload offset) order.
+    pub tasks: Vec<ChunkTask>,
+    /// What each level removed.
+    pub pruning: PruningCounts,
+    /// Whether a value filter was pushed (then DataFusion still filters rows, and row
+    /// counts are not exact).
+    pub value_filters: bool,
+}
+
+/// Chunk counts at each level of an [`AccessPlan`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruningCounts {
+    /// Chunks in the dataset.
+    pub chunks_total: u64,
+    /// Chunks that no axis selection touches.
+    pub pruned_by_axes: u64,
+    /// Chunks whose zone maps rule out every value filter.
+    pub pruned_by_zone: u64,
+}
+
+/// What a partition's work is measured in when tasks are split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weight {
+    /// Stored bytes: the payload is read.
+    StoredBytes,
+    /// Selected cells: only positions are computed.
+    Cells,
+}
+
+impl Weight {
+    /// The weight of a plan that reads payloads when `reads_payload`.
+    pub fn of(reads_payload: bool) -> Weight {
+        if reads_payload {
+            Weight::StoredBytes
+        } else {
+            Weight::Cells
+        }
+    }
+}
+
+impl AccessPlan {
+    /// Resolve the pushed `filters` over `table`: axis filters to per-axis selections, the
+    /// chunks they touch to tasks, then zone maps against the value filters.
+    pub fn build(table: &TableModel, session: &dyn Session, filters: &[Expr]) -> Result<AccessPlan> {
+        let ds = table.dataset();
+        let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
+        let mut value_filters = Vec::new();
+        for f in filters {
+            match axis_filter::classify(table, f) {
+                FilterKind::Axis(d) => {
+                    selection[d] = selection[d].intersect(&axis_filter::resolve(table, session, d, f)?)
+                }
+                FilterKind::Value => value_filters.push(f.clone()),
+                FilterKind::Other => {}
+            }
+        }
+        let mut tasks = chunk_tasks(&ds.record, &selection);
+        let selected = tasks.len() as u64;
+        let has_value_filters = !value_filters.is_empty();
+        if let (Some(pred), Some(zones)) = (conjunction(value_filters), &ds.zones) {
+            let df_schema = DFSchema::try_from(table.schema.clone())?;
+            let phys = session.create_physical_expr(pred, &df_schema)?;
+            let keep = ZonePruning::new(&tasks, zones, ds.dtype(), table.schema.clone()).prune(phys)?;
+            let mut k = keep.into_iter();
+            tasks.retain(|_| k.next().unwrap_or(true));
+        }
+        let file = &table.source.file;
+        tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+        Ok(AccessPlan {
+            pruning: PruningCounts {
+                chunks_total: ds.record.chunk_count,
+                pruned_by_axes: ds.record.chunk_count - selected,
+                pruned_by_zone: selected - tasks.len() as u64,
+            },
+            selection,
+            tasks,
+            value_filters: has_value_filters,
+        })
+    }
+
+    /// The chunk ids of the tasks split into at most `n` contiguous groups of similar
+    /// `weight`, in task order: the one partitioner.
+    pub fn partitions(&self, table: &TableModel, n: usize, weight: Weight) -> Vec<Vec<u64>> {
+        let (file, ds) = (&table.source.file, table.dataset());
+        let groups = split_balanced(self.tasks.iter().collect(), n, |t| match weight {
+            Weight::StoredBytes => file.chunk(ds, t.linear).1.stored_byte_len,
+            Weight::Cells => t.cells,
+        });
+        groups
+            .into_iter()
+            .map(|g| g.into_iter().map(|t| t.linear).collect())
+            .collect()
+    }
+
+    /// Selected cells (before value filters).
+    pub fn cells(&self) -> u64 {
+        self.tasks.iter().map(|t| t.cells).sum()
+    }
+}
+
+/// Split `items` (kept in order) into at most `n` contiguous groups of similar total
+/// `weight`. Never returns empty groups; returns no group for no items.
+pub fn split_balanced<T>(items: Vec<T>, n: usize, weight: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
+    let total: u128 = items.iter().map(|t| weight(t).max(1) as u128).sum();
+    let n = n.max(1).min(items.len());
+    let mut groups: Vec<Vec<T>> = Vec::with_capacity(n);
+    let mut acc: u128 = 0;
+    let mut current = Vec::new();
+    let count = items.len();
+    for (i, t) in items.into_iter().enumerate() {
+        acc += weight(&t).max(1) as u128;
+        current.push(t);
+        let target = total * (groups.len() as u128 + 1) / n as u128;
+        let left = count - i - 1;
+        let groups_left = n - groups.len() - 1;
+        if groups.len() + 1 < n && (acc >= target || left == groups_left) {
+            groups.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
+    use crate::io::TetSource;
+
+    #[test]
+    fn partitions_weigh_stored_bytes_or_cells() {
+        // 8 chunks of 1000 cells: the first four zstd zeros (a few bytes each), the last
+        // four raw noise (1000 bytes each).
+        let data: Vec<u8> = (0..8000u32)
+            .map(|i| if i < 4000 { 0 } else { (i * 7919 % 251) as u8 })
+            .collect();
+        let codecs = ChunkCodecs::PerChunk((0..8).map(|c| if c < 4 { Codec::Zstd } else { Codec::Raw }).collect());
+        let mut w = TetWriter::new();
+        w.dataset(DatasetSpec::new("v8", DType::U8, &[8, 1000], &[1, 1000], &data).codecs(codecs))
+            .unwrap();
+        let path = std::env::temp_dir().join(format!("tet-partitions-{}.tet", std::process::id()));
+        w.write_path(&path).unwrap();
+        let table = TableModel::from_source(TetSource::open(path.to_str().unwrap()).unwrap(), None).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
+        let access = AccessPlan {
+            tasks: chunk_tasks(&table.dataset().record, &selection),
+            selection,
+            pruning: PruningCounts::default(),
+            value_filters: false,
+        };
+        let by_cells = access.partitions(&table, 2, Weight::Cells);
+        assert_eq!(by_cells, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        let by_bytes = access.partitions(&table, 2, Weight::StoredBytes);
+        assert_eq!(by_bytes.concat(), (0..8).collect::<Vec<u64>>());
+        assert!(by_bytes[0].len() > 4, "{by_bytes:?}");
+        assert_eq!(Weight::of(true), Weight::StoredBytes);
+    }
+
+    #[test]
+    fn split_is_balanced_and_complete() {
+        let groups = split_balanced((0..10u64).collect(), 3, |_| 1);
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3, 4]);
+        let groups = split_balanced(vec![100u64, 1, 1, 1, 100], 2, |w| *w);
+        assert_eq!(groups.concat(), vec![100, 1, 1, 1, 100]);
+        assert_eq!(groups.len(), 2);
+        assert!(split_balanced(Vec::<u64>::new(), 4, |_| 1).is_empty());
+        assert_eq!(split_balanced(vec![1u64, 2], 8, |_| 1).len(), 2);
+    }
+}

@@ -1,0 +1,176 @@
+//! [`TableModel`]: the table a dataset presents — one column per axis, then the value
+//! column — and the statistics of a selection of it.
+
+use super::axes::{Axis, axes_of};
+use super::selection::AxisSelection;
+use super::values::{VALUE_COLUMN, arrow_type};
+use crate::format::Dataset;
+use crate::io::TetSource;
+use arrow::array::Array;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics, plan_err};
+use datafusion::error::DataFusionError;
+use std::sync::Arc;
+
+/// One dataset of an opened file as a table: its axis columns and its schema (the axes in
+/// dimension order, then `v`, nullable when the dataset has a fill value).
+#[derive(Debug, Clone)]
+pub struct TableModel {
+    /// The opened file.
+    pub source: Arc<TetSource>,
+    /// Directory position of the dataset.
+    pub dataset: usize,
+    /// The axis columns, in dimension order.
+    pub axes: Vec<Axis>,
+    /// Axis columns, then the value column.
+    pub schema: SchemaRef,
+}
+
+impl TableModel {
+    /// `dataset` of an already opened file, fetching what the axes need (an object store
+    /// file's coordinate variables) on demand.
+    pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+        let ds = Self::pick(&source, dataset)?;
+        let file = source.file.clone();
+        let axes = source.resolve(|r| axes_of(r, &file, &file.datasets[ds])).await?;
+        Self::build(source, ds, axes)
+    }
+
+    /// `dataset` of an already opened file whose axes can be read without fetching (local
+    /// files; object store files whose coordinate variables are already cached).
+    pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+        let ds = Self::pick(&source, dataset)?;
+        let file = source.file.clone();
+        let axes = axes_of(source.as_ref(), &file, &file.datasets[ds]).map_err(|e| e.in_file(&source.location))?;
+        Self::build(source, ds, axes)
+    }
+
+    /// The directory position of `dataset` (or of the only dataset).
+    fn pick(source: &TetSource, dataset: Option<&str>) -> Result<usize> {
+        let file = &source.file;
+        match dataset {
+            Some(name) => Ok(file.dataset(name).map_err(|e| e.in_file(&source.location))?.id),
+            None if file.datasets.len() == 1 => Ok(0),
+            None => plan_err!(
+                "{}: the file has {} datasets ({}); name one, e.g. tet('{}', '{}')",
+                source.location,
+                file.datasets.len(),
+                file.dataset_list(),
+                source.location,
+                file.datasets.first().map(|d| d.name()).unwrap_or("")
+            ),
+        }
+    }
+
+    fn build(source: Arc<TetSource>, ds: usize, axes: Vec<Axis>) -> Result<Self> {
+        let file = source.file.clone();
+        let ds = &file.datasets[ds];
+        if axes.iter().any(|a| a.name == VALUE_COLUMN) {
+            return plan_err!(
+                "{}: dataset {:?} has an axis named {VALUE_COLUMN:?}, which clashes with the value column",
+                source.location,
+                ds.name()
+            );
+        }
+        let mut fields: Vec<Field> = axes.iter().map(|a| Field::new(&a.name, a.data_type(), false)).collect();
+        fields.push(Field::new(
+            VALUE_COLUMN,
+            arrow_type(ds.dtype()),
+            ds.fill_value_le().is_some(),
+        ));
+        Ok(TableModel {
+            dataset: ds.id,
+            source,
+            axes,
+            schema: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    /// The dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.source.file.datasets[self.dataset]
+    }
+
+    /// Arrow type of the value column.
+    pub fn value_type(&self) -> DataType {
+        arrow_type(self.dataset().dtype())
+    }
+
+    /// Index of the value column in [`TableModel::schema`] (after the axes).
+    pub fn value_index(&self) -> usize {
+        self.axes.len()
+    }
+
+    /// The axis named `name`.
+    pub fn axis_index(&self, name: &str) -> Option<usize> {
+        self.axes.iter().position(|a| a.name == name)
+    }
+
+    /// Statistics of the cells `sel` selects: the row count (exact unless `exact` is false,
+    /// e.g. when value predicates may drop rows) and each axis column's bounds.
+    pub fn statistics(&self, sel: &[AxisSelection], exact: bool) -> Result<Statistics> {
+        let rows = sel.iter().try_fold(1u64, |n, s| n.checked_mul(s.count()));
+        let p = |v| {
+            if exact {
+                Precision::Exact(v)
+            } else {
+                Precision::Inexact(v)
+            }
+        };
+        let mut cols = Vec::with_capacity(self.schema.fields().len());
+        for (d, axis) in self.axes.iter().enumerate() {
+            let mut c = ColumnStatistics::new_unknown();
+            c.null_count = Precision::Exact(0);
+            if rows != Some(0)
+                && let Some((lo, hi)) = sel[d].bounds()
+            {
+                match &axis.values {
+                    None => {
+                        c.min_value = Precision::Exact(ScalarValue::Int64(Some(lo as i64)));
+                        c.max_value = Precision::Exact(ScalarValue::Int64(Some(hi as i64)));
+                    }
+                    Some(_) if sel[d].count() <= 1 << 20 => {
+                        let positions: Vec<u64> = sel[d].positions().collect();
+                        let vals = axis.take(&positions)?;
+                        if let (Ok(mn), Ok(mx)) = (extreme(&vals, true), extreme(&vals, false)) {
+                            c.min_value = Precision::Exact(mn);
+                            c.max_value = Precision::Exact(mx);
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+            cols.push(c);
+        }
+        cols.push(ColumnStatistics::new_unknown());
+        Ok(Statistics {
+            num_rows: match rows.and_then(|r| usize::try_from(r).ok()) {
+                Some(r) => p(r),
+                None => Precision::Absent,
+            },
+            total_byte_size: Precision::Absent,
+            column_statistics: cols,
+        })
+    }
+}
+
+/// The smallest (`min`) or largest value of `a`.
+fn extreme(a: &Arc<dyn Array>, min: bool) -> Result<ScalarValue> {
+    let mut best: Option<ScalarValue> = None;
+    for i in 0..a.len() {
+        let v = ScalarValue::try_from_array(a, i)?;
+        best = match best {
+            None => Some(v),
+            Some(b) => {
+                let keep_new = match v.partial_cmp(&b) {
+                    Some(std::cmp::Ordering::Less) => min,
+                    Some(std::cmp::Ordering::Greater) => !min,
+                    _ => false,
+                };
+                Some(if keep_new { v } else { b })
+            }
+        };
+    }
+    best.ok_or_else(|| DataFusionError::Internal("empty axis".into()))
+}
