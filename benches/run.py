@@ -83,7 +83,9 @@ def main():
     d.mkdir(parents=True, exist_ok=True)
     T, LAT, LON = a.time, a.lat, a.lon
     raw, tetf, parq = d / f"cube_{T}.f32", d / f"cube_{T}.tet", d / f"cube_{T}.parquet"
-    subprocess.check_call(["cargo", "build", "--release", "--all-features", "--bin", "tet-sql"], cwd=ROOT)
+    # `cargo bench` builds with the dev-dependencies' features, like `cargo test`, so it
+    # reuses the test build; it also builds target/release/tet-sql.
+    subprocess.check_call(["cargo", "bench", "--no-run", "--all-features", "--bench", "driver"], cwd=ROOT)
     driver = ["cargo", "bench", "-q", "--all-features", "--bench", "driver", "--"]
     tet_sql = ROOT / "target" / "release" / "tet-sql"
     arr = cube(T, LAT, LON)

@@ -3,7 +3,7 @@
 //! Each output partition folds the selected sub-boxes of its chunks into dense
 //! accumulators indexed by the grouped axes (group count = product of the selected extents
 //! of those axes) and emits one row per group it touched: the group's axis values, then
-//! the partial states of each aggregate (see [`AggSpec::state_fields`]). A merge aggregate
+//! the partial states of each aggregate (see [`Aggregation::state_columns`]). A merge aggregate
 //! above (built by the logical rewrite in `sql`) combines partitions and groups whose
 //! labels are equal. Index columns are never materialised.
 
