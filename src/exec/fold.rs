@@ -159,7 +159,6 @@ impl Accumulators {
 /// A payload element type.
 pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     const FLOAT: bool;
-    const ZERO: Self;
     const MAX: Self;
     const MIN: Self;
     fn f(self) -> f64;
@@ -172,7 +171,6 @@ macro_rules! int_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
             const FLOAT: bool = false;
-            const ZERO: Self = 0;
             const MAX: Self = <$t>::MAX;
             const MIN: Self = <$t>::MIN;
             #[inline(always)] fn f(self) -> f64 { self as f64 }
@@ -188,7 +186,6 @@ macro_rules! float_elem {
     ($($t:ty),*) => {$(
         impl Elem for $t {
             const FLOAT: bool = true;
-            const ZERO: Self = 0.0;
             const MAX: Self = <$t>::INFINITY;
             const MIN: Self = <$t>::NEG_INFINITY;
             #[inline(always)] fn f(self) -> f64 { self as f64 }
@@ -202,7 +199,6 @@ float_elem!(f32, f64);
 
 impl Elem for f16 {
     const FLOAT: bool = true;
-    const ZERO: Self = f16::ZERO;
     const MAX: Self = f16::INFINITY;
     const MIN: Self = f16::NEG_INFINITY;
     #[inline(always)]

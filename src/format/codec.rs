@@ -5,10 +5,10 @@ use super::error::{FormatError, Result};
 use super::index::{ChunkEntry, Codec};
 use std::borrow::Cow;
 
-/// Decode the stored bytes of chunk index row `row` into `out`, which must be exactly
-/// `entry.raw_byte_len` bytes. A zstd frame that yields more or fewer bytes is an error;
-/// the output never grows beyond `out`.
-fn decode_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) -> Result<()> {
+/// Decode the zstd frame of chunk index row `row` into `out`, which must be exactly
+/// `entry.raw_byte_len` bytes. A frame that yields more or fewer bytes is an error; the
+/// output never grows beyond `out`.
+fn zstd_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) -> Result<()> {
     if stored.len() as u64 != entry.stored_byte_len || out.len() as u64 != entry.raw_byte_len {
         return Err(FormatError::Decode {
             row,
@@ -21,31 +21,23 @@ fn decode_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) ->
             ),
         });
     }
-    match entry.codec {
-        Codec::Raw => {
-            out.copy_from_slice(stored);
-            Ok(())
-        }
-        Codec::Zstd => {
-            let n = zstd::bulk::decompress_to_buffer(stored, out).map_err(|e| FormatError::Decode {
-                row,
-                problem: format!(
-                    "zstd frame at payload offset {} ({} bytes) does not decode to {} bytes: {e}",
-                    entry.payload_offset, entry.stored_byte_len, entry.raw_byte_len
-                ),
-            })?;
-            if n != out.len() {
-                return Err(FormatError::Decode {
-                    row,
-                    problem: format!(
-                        "zstd frame at payload offset {} decoded to {n} bytes, expected raw_byte_len {}",
-                        entry.payload_offset, entry.raw_byte_len
-                    ),
-                });
-            }
-            Ok(())
-        }
+    let n = zstd::bulk::decompress_to_buffer(stored, out).map_err(|e| FormatError::Decode {
+        row,
+        problem: format!(
+            "zstd frame at payload offset {} ({} bytes) does not decode to {} bytes: {e}",
+            entry.payload_offset, entry.stored_byte_len, entry.raw_byte_len
+        ),
+    })?;
+    if n != out.len() {
+        return Err(FormatError::Decode {
+            row,
+            problem: format!(
+                "zstd frame at payload offset {} decoded to {n} bytes, expected raw_byte_len {}",
+                entry.payload_offset, entry.raw_byte_len
+            ),
+        });
     }
+    Ok(())
 }
 
 /// Check, before any buffer is sized from `raw_byte_len`, that a zstd frame's header is
@@ -77,7 +69,7 @@ fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
 ///
 /// Raw chunks are borrowed as they are (after checking their length); zstd chunks are
 /// checked with [`precheck`] before a buffer of `raw_byte_len` bytes is allocated, then
-/// decoded into it with [`decode_into`].
+/// decoded into it with [`zstd_into`].
 pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8]) -> Result<Cow<'a, [u8]>> {
     match entry.codec {
         Codec::Raw => {
@@ -98,7 +90,7 @@ pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8]) -> Result<Co
             // raw_byte_len was validated against the tile geometry at open time.
             precheck(row, entry, stored)?;
             let mut out = vec![0u8; entry.raw_byte_len as usize];
-            decode_into(row, entry, stored, &mut out)?;
+            zstd_into(row, entry, stored, &mut out)?;
             Ok(Cow::Owned(out))
         }
     }
@@ -129,11 +121,11 @@ mod tests {
         let raw: Vec<u8> = (0..4096u32).flat_map(|i| (i % 7).to_le_bytes()).collect();
         let z = zstd_compress(&raw, 3).unwrap();
         let mut out = vec![0u8; raw.len()];
-        decode_into(0, &entry(Codec::Zstd, raw.len() as u64, z.len() as u64), &z, &mut out).unwrap();
+        zstd_into(0, &entry(Codec::Zstd, raw.len() as u64, z.len() as u64), &z, &mut out).unwrap();
         assert_eq!(out, raw);
         // The frame holds more bytes than the row claims: refused without growing the buffer.
         let mut small = vec![0u8; raw.len() - 4];
-        let e = decode_into(
+        let e = zstd_into(
             3,
             &entry(Codec::Zstd, small.len() as u64, z.len() as u64),
             &z,
@@ -142,9 +134,9 @@ mod tests {
         assert!(e.unwrap_err().to_string().contains("chunk index row 3"));
         // And fewer.
         let mut big = vec![0u8; raw.len() + 4];
-        assert!(decode_into(0, &entry(Codec::Zstd, big.len() as u64, z.len() as u64), &z, &mut big).is_err());
+        assert!(zstd_into(0, &entry(Codec::Zstd, big.len() as u64, z.len() as u64), &z, &mut big).is_err());
         // Garbage.
         let garbage = vec![0xAAu8; 64];
-        assert!(decode_into(0, &entry(Codec::Zstd, 16, 64), &garbage, &mut [0u8; 16]).is_err());
+        assert!(zstd_into(0, &entry(Codec::Zstd, 16, 64), &garbage, &mut [0u8; 16]).is_err());
     }
 }

@@ -134,51 +134,18 @@ impl DType {
 /// Run `$body` with `$T` bound to the native element type of `$dtype` (a [`DType`]): the
 /// one place a dtype is dispatched to code generic over its element type.
 macro_rules! with_dtype {
-    ($dtype:expr, $T:ident => $body:expr) => {{
-        use $crate::format::DType as D;
+    ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::format::with_dtype!(@arms $dtype, $T, $body;
+            F32 f32, F64 f64, F16 half::f16, I16 i16, I32 i32, I64 i64, U8 u8, U16 u16, U32 u32, U64 u64)
+    };
+    (@arms $dtype:expr, $T:ident, $body:expr; $($variant:ident $native:ty),*) => {
         match $dtype {
-            D::F32 => {
-                type $T = f32;
+            $($crate::format::DType::$variant => {
+                type $T = $native;
                 $body
-            }
-            D::F64 => {
-                type $T = f64;
-                $body
-            }
-            D::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            D::I16 => {
-                type $T = i16;
-                $body
-            }
-            D::I32 => {
-                type $T = i32;
-                $body
-            }
-            D::I64 => {
-                type $T = i64;
-                $body
-            }
-            D::U8 => {
-                type $T = u8;
-                $body
-            }
-            D::U16 => {
-                type $T = u16;
-                $body
-            }
-            D::U32 => {
-                type $T = u32;
-                $body
-            }
-            D::U64 => {
-                type $T = u64;
-                $body
-            }
+            })*
         }
-    }};
+    };
 }
 pub(crate) use with_dtype;
 
