@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 2;
+pub const WIRE_VERSION: u32 = 3;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -86,6 +86,9 @@ pub struct FileRef {
     pub len: u64,
     #[prost(string, optional, tag = "4")]
     pub e_tag: Option<String>,
+    /// The table's `tet.nan_is_null` (every NaN NULL), as the planning session set it.
+    #[prost(bool, tag = "5")]
+    pub nan_is_null: bool,
 }
 
 /// `tet_datasets()` (no `chunks`) or `tet_chunks()` (`chunks`, of `dataset` or of all).
@@ -218,6 +221,7 @@ fn required<T>(v: Option<T>, what: &str) -> Result<T> {
 fn file_ref(table: &TableModel) -> FileRef {
     let mut f = source_ref(&table.source);
     f.dataset = table.dataset().name().to_owned();
+    f.nan_is_null = table.nan_is_null;
     f
 }
 
@@ -228,6 +232,7 @@ fn source_ref(source: &TetSource) -> FileRef {
         dataset: String::new(),
         len: v.len,
         e_tag: v.e_tag,
+        nan_is_null: false,
     }
 }
 
@@ -252,11 +257,12 @@ fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
 fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> {
     let f = required(f, "file")?;
     let source = open_file(&f, ctx)?;
-    Ok(Arc::new(if source.is_remote() {
+    let table = Arc::new(if source.is_remote() {
         crate::sql::block_on("decoding a plan", TableModel::for_source(source, Some(&f.dataset)))?
     } else {
         TableModel::from_source(source, Some(&f.dataset))?
-    }))
+    });
+    Ok(table.with_nan_is_null(f.nan_is_null))
 }
 
 fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {

@@ -8,7 +8,7 @@
 //! labels are equal. Index columns are never materialised.
 
 use super::ChunkFeed;
-use super::fold::{Accumulators, Elem, Needs, fold_elementwise, fold_run};
+use super::fold::{Accumulators, Elem, Missing, Needs, fold_elementwise, fold_run};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
 use crate::format::{elements, with_dtype};
@@ -227,7 +227,7 @@ impl ExecutionPlan for TetAggregateExec {
             &self.feed.access.pruning,
             table.source.is_remote(),
         );
-        let nullable = table.dataset().fill_value_le().is_some();
+        let nullable = table.has_missing();
         let payloads = feed_payloads(
             self.feed.clone(),
             partition,
@@ -272,21 +272,20 @@ impl FoldJob {
         let ds = self.table.dataset();
         let gi = GroupIndex::new(&self.aggregation, &self.selection);
         let mut acc = Accumulators::new(gi.count, needs_of(&self.aggregation), ds.dtype().is_float());
-        let fill = ds.fill_value_le();
         while let Some(next) = payloads.next().await {
             let (task, stored) = next?;
             let _fold = metrics.fold_time.timer();
             let _compute = metrics.baseline.elapsed_compute().timer();
             let start = task.tile_start(&ds.record.chunk_shape);
             let Some(stored) = stored else {
-                fold_task::<u8>(&mut acc, &gi, &task, &start, None, None);
+                fold_task::<u8>(&mut acc, &gi, &task, &start, None, &Missing::default());
                 continue;
             };
             metrics.read.chunk(stored.len() as u64);
             let tile = decode_tile(&self.table, &task, stored)?;
             with_dtype!(ds.dtype(), T => {
-                let f = fill.as_deref().map(|b| elements::<T>(b)[0]);
-                fold_task::<T>(&mut acc, &gi, &task, &start, Some(&elements::<T>(&tile)), f)
+                let missing = Missing::<T>::of(&self.table.missing);
+                fold_task::<T>(&mut acc, &gi, &task, &start, Some(&elements::<T>(&tile)), &missing)
             })
         }
         Ok((acc, gi))
@@ -316,14 +315,33 @@ impl FoldJob {
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
 
-    /// One partial-state column over the `touched` groups.
+    /// One partial-state column over the `touched` groups. The accumulators hold
+    /// statistics of the stored values; a packed dataset's are mapped to the unpacked
+    /// values here (`x·s + o`: sums by `s·sum + o·n`, means likewise, M2 by `s²`, and the
+    /// minimum and maximum swap when `s < 0`).
     fn state_array(&self, column: &StateColumn, acc: &Accumulators, touched: &[usize]) -> Result<ArrayRef> {
         let nonempty = |g: usize| acc.n[g] > 0;
-        let f64s = |v: &[f64]| -> ArrayRef {
+        let f64s = |v: &[f64], map: &dyn Fn(usize, f64) -> f64| -> ArrayRef {
             Arc::new(Float64Array::from_iter(
-                touched.iter().map(|&g| nonempty(g).then(|| v[g])),
+                touched.iter().map(|&g| nonempty(g).then(|| map(g, v[g]))),
             ))
         };
+        let same = |_: usize, x: f64| x;
+        if let Some(p) = self.table.packing {
+            match column.state {
+                State::Sum => return Ok(f64s(&acc.fsum, &|g, x| p.scale * x + p.offset * acc.n[g] as f64)),
+                State::Mean => return Ok(f64s(&acc.mean, &|_, x| p.apply(x))),
+                State::M2 => return Ok(f64s(&acc.m2, &|_, x| p.scale * p.scale * x)),
+                State::Min | State::Max => {
+                    let low = (column.state == State::Min) == (p.scale >= 0.0);
+                    let raw = if low { &acc.imin } else { &acc.imax };
+                    return Ok(Arc::new(Float64Array::from_iter(
+                        touched.iter().map(|&g| nonempty(g).then(|| p.apply(raw[g] as f64))),
+                    )));
+                }
+                State::Cells | State::Count => {}
+            }
+        }
         let counts = |v: &[u64]| -> ArrayRef {
             match column.data_type {
                 DataType::UInt64 => Arc::new(UInt64Array::from_iter_values(touched.iter().map(|&g| v[g]))),
@@ -333,7 +351,7 @@ impl FoldJob {
         Ok(match (column.state, &column.data_type) {
             (State::Cells, _) => counts(&acc.cells),
             (State::Count, _) => counts(&acc.n),
-            (State::Sum, DataType::Float64) => f64s(&acc.fsum),
+            (State::Sum, DataType::Float64) => f64s(&acc.fsum, &same),
             (State::Sum, DataType::Int64) => Arc::new(Int64Array::from_iter(
                 touched.iter().map(|&g| nonempty(g).then(|| acc.isum[g])),
             )),
@@ -368,8 +386,8 @@ impl FoldJob {
                 };
                 arrow::compute::cast(&arr, t)?
             }
-            (State::Mean, _) => f64s(&acc.mean),
-            (State::M2, _) => f64s(&acc.m2),
+            (State::Mean, _) => f64s(&acc.mean, &same),
+            (State::M2, _) => f64s(&acc.m2, &same),
             (State::Sum, t) => {
                 return Err(DataFusionError::Internal(format!(
                     "TetAggregateExec: a sum state of type {t}"
@@ -387,10 +405,10 @@ fn fold_task<T: Elem>(
     task: &ChunkTask,
     start: &[u64],
     tile: Option<&[T]>,
-    fill: Option<T>,
+    missing: &Missing<T>,
 ) {
     let run = |acc: &mut Accumulators, g: usize, off: usize, len: usize| match tile {
-        Some(t) => fold_run(acc, g, &t[off..off + len], fill),
+        Some(t) => fold_run(acc, g, &t[off..off + len], missing),
         None => {
             acc.cells[g] += len as u64;
             acc.n[g] += len as u64;
@@ -405,7 +423,7 @@ fn fold_task<T: Elem>(
             let g0 = g_outer + gi.offset(last, start[last] + r.first);
             let (off, len) = (r.offset as usize, r.len as usize);
             match tile {
-                Some(t) => fold_elementwise(acc, g0, gi.stride[last], &t[off..off + len], fill),
+                Some(t) => fold_elementwise(acc, g0, gi.stride[last], &t[off..off + len], missing),
                 None => {
                     for i in 0..len {
                         acc.cells[g0 + i * gi.stride[last]] += 1;

@@ -2,9 +2,11 @@
 //! (zero-copy when the whole tile is selected and aligned) and axis positions, both by
 //! walking the task's runs.
 
-use crate::format::DType;
+use super::fold::{Elem, Missing};
+use crate::format::{DType, MissingValues, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, array_from_le};
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, Float64Array};
+use std::sync::Arc;
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 
 /// Global positions along axis `d` of the first `limit` selected cells of `task`, in
@@ -27,8 +29,15 @@ pub fn axis_positions(task: &ChunkTask, tile_start: &[u64], d: usize, limit: usi
 }
 
 /// The value column for the selected cells of a decoded tile (`tile` = the tile's raw
-/// little-endian bytes). Cells equal to `fill` (LE bytes) are NULL.
-pub fn value_array(dtype: DType, tile: Buffer, task: &ChunkTask, fill: Option<&[u8]>) -> ArrayRef {
+/// little-endian bytes of `dtype`): cells `missing` marks are NULL, and a packed dataset's
+/// values are unpacked to Float64.
+pub fn value_array(
+    dtype: DType,
+    tile: Buffer,
+    task: &ChunkTask,
+    missing: &MissingValues,
+    packing: Option<Packing>,
+) -> ArrayRef {
     let size = dtype.size();
     let bytes = if task.is_full() {
         tile
@@ -41,17 +50,28 @@ pub fn value_array(dtype: DType, tile: Buffer, task: &ChunkTask, fill: Option<&[
         }
         Buffer::from_vec(out)
     };
-    let nulls = fill.and_then(|f| {
-        let valid = BooleanBuffer::collect_bool(bytes.len() / size, |i| &bytes[i * size..(i + 1) * size] != f);
-        (valid.count_set_bits() < valid.len()).then(|| NullBuffer::new(valid))
-    });
-    array_from_le(dtype, bytes, nulls)
+    with_dtype!(dtype, T => {
+        let (nulls, unpacked) = {
+            let elems = elements::<T>(bytes.as_slice());
+            let rule = Missing::<T>::of(missing);
+            let nulls = (!rule.is_empty())
+                .then(|| BooleanBuffer::collect_bool(elems.len(), |i| !rule.test(elems[i])))
+                .filter(|valid| valid.count_set_bits() < valid.len())
+                .map(NullBuffer::new);
+            let unpacked = packing.map(|p| elems.iter().map(|x| p.apply(x.f())).collect::<Vec<f64>>());
+            (nulls, unpacked)
+        };
+        match unpacked {
+            Some(v) => Arc::new(Float64Array::new(v.into(), nulls)) as ArrayRef,
+            None => array_from_le(dtype, bytes, nulls),
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, Float32Array};
+    use arrow::array::{Array, Float32Array, Float64Array};
 
     fn task(tile: Vec<u64>, local: Vec<Vec<(u64, u64)>>) -> ChunkTask {
         let cells = local
@@ -106,14 +126,29 @@ mod tests {
         shifted.extend_from_slice(&vals);
         let buf = Buffer::from_vec(shifted).slice(1);
         let t = task(vec![4], vec![vec![(0, 4)]]);
-        let a = value_array(DType::F32, buf, &t, Some(&(-9.0f32).to_le_bytes()));
+        let fill = MissingValues {
+            values: vec![(-9.0f32).to_le_bytes().to_vec()],
+            nan: false,
+        };
+        let a = value_array(DType::F32, buf, &t, &fill, None);
         let a = a.as_any().downcast_ref::<Float32Array>().unwrap();
         assert_eq!(
             a.iter().collect::<Vec<_>>(),
             vec![Some(1.0), None, Some(3.0), Some(4.0)]
         );
         let t = task(vec![4], vec![vec![(2, 4)]]);
-        let a = value_array(DType::F32, Buffer::from_vec(vals), &t, None);
+        let a = value_array(DType::F32, Buffer::from_vec(vals), &t, &MissingValues::default(), None);
         assert_eq!(a.len(), 2);
+        // Packed i16: nulls on the raw value, then raw × scale + offset.
+        let raw: Vec<u8> = [10i16, -1, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let fill = MissingValues {
+            values: vec![(-1i16).to_le_bytes().to_vec()],
+            nan: false,
+        };
+        let packing = Packing { scale: 0.5, offset: 100.0 };
+        let t = task(vec![3], vec![vec![(0, 3)]]);
+        let a = value_array(DType::I16, Buffer::from_vec(raw), &t, &fill, Some(packing));
+        let a = a.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(a.iter().collect::<Vec<_>>(), vec![Some(105.0), None, Some(102.0)]);
     }
 }

@@ -9,6 +9,7 @@
 //! of floats accumulate in f64, integer sums wrap in 64 bits as DataFusion's do, and
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
+use crate::format::{MissingValues, elements};
 use half::f16;
 
 /// A variance state: count, mean and sum of squared deviations (M2).
@@ -219,9 +220,39 @@ impl Elem for f16 {
     }
 }
 
+/// Which elements of type `T` are missing (NULL): [`MissingValues`] specialised to `T`.
+#[derive(Debug, Clone, Default)]
+pub struct Missing<T> {
+    /// Values that mark a missing element (compared as numbers).
+    pub values: Vec<T>,
+    /// Every NaN is missing.
+    pub nan: bool,
+}
+
+impl<T: Elem> Missing<T> {
+    /// The rule for elements of type `T` (the dataset's dtype).
+    pub fn of(m: &MissingValues) -> Self {
+        Missing {
+            values: m.values.iter().map(|b| elements::<T>(b)[0]).collect(),
+            nan: m.nan && T::FLOAT,
+        }
+    }
+
+    /// True when no element is missing.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty() && !self.nan
+    }
+
+    /// Whether `x` is missing.
+    #[inline(always)]
+    pub fn test(&self, x: T) -> bool {
+        (self.nan && x.is_nan()) || self.values.iter().any(|&v| v == x)
+    }
+}
+
 const L: usize = 8;
 
-/// Statistics of one run (valid = not equal to the fill value).
+/// Statistics of one run (valid = not missing).
 #[derive(Debug, Clone, Copy)]
 struct RunStats<T> {
     n: u64,
@@ -234,7 +265,7 @@ struct RunStats<T> {
 }
 
 #[inline(always)]
-fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
+fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats<T> {
     let mut n = [0u64; L];
     let mut fs = [0f64; L];
     let mut is = [0i64; L];
@@ -243,8 +274,13 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
     let chunks = run.chunks_exact(L);
     let rest = chunks.remainder();
     // One specialised loop per combination that matters for speed.
-    match (fill, needs.fsum || needs.moments, needs.isum, needs.min_max) {
-        (None, true, false, false) => {
+    let one = match (missing.values.as_slice(), missing.nan) {
+        ([], false) => Some(None),
+        ([v], false) => Some(Some(*v)),
+        _ => None,
+    };
+    match (one, needs.fsum || needs.moments, needs.isum, needs.min_max) {
+        (Some(None), true, false, false) => {
             for c in chunks {
                 for i in 0..L {
                     fs[i] += c[i].f();
@@ -252,7 +288,7 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
             }
             n[0] = (run.len() - rest.len()) as u64;
         }
-        (None, _, _, _) => {
+        (Some(None), _, _, _) => {
             for c in chunks {
                 for i in 0..L {
                     let x = c[i];
@@ -264,7 +300,7 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
             }
             n[0] = (run.len() - rest.len()) as u64;
         }
-        (Some(fv), _, _, _) => {
+        (Some(Some(fv)), _, _, _) => {
             for c in chunks {
                 for i in 0..L {
                     let x = c[i];
@@ -277,9 +313,37 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
                 }
             }
         }
+        // NaN fill: `x == x` is false exactly for NaN (vectorizes).
+        (None, _, _, _) if missing.values.is_empty() => {
+            for c in chunks {
+                for i in 0..L {
+                    let x = c[i];
+                    #[allow(clippy::eq_op)]
+                    let ok = x == x;
+                    n[i] += ok as u64;
+                    fs[i] += if ok { x.f() } else { 0.0 };
+                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
+                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
+                }
+            }
+        }
+        (None, _, _, _) => {
+            for c in chunks {
+                for i in 0..L {
+                    let x = c[i];
+                    let ok = !missing.test(x);
+                    n[i] += ok as u64;
+                    fs[i] += if ok { x.f() } else { 0.0 };
+                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
+                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
+                }
+            }
+        }
     }
     for &x in rest {
-        if fill == Some(x) {
+        if missing.test(x) {
             continue;
         }
         n[0] += 1;
@@ -289,7 +353,7 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
         mx[0] = if x > mx[0] { x } else { mx[0] };
     }
     let nans = if T::FLOAT && needs.min_max {
-        run.iter().filter(|x| x.is_nan() && fill != Some(**x)).count() as u64
+        run.iter().filter(|x| x.is_nan() && !missing.test(**x)).count() as u64
     } else {
         0
     };
@@ -315,19 +379,19 @@ fn run_stats<T: Elem>(run: &[T], fill: Option<T>, needs: Needs) -> RunStats<T> {
 
 /// Sum of squared deviations from `mean` over the valid elements of `run`.
 #[inline(always)]
-fn run_m2<T: Elem>(run: &[T], fill: Option<T>, mean: f64) -> f64 {
+fn run_m2<T: Elem>(run: &[T], missing: &Missing<T>, mean: f64) -> f64 {
     let mut s = [0f64; L];
     let chunks = run.chunks_exact(L);
     let rest = chunks.remainder();
     for c in chunks {
         for i in 0..L {
             let d = c[i].f() - mean;
-            s[i] += if fill == Some(c[i]) { 0.0 } else { d * d };
+            s[i] += if missing.test(c[i]) { 0.0 } else { d * d };
         }
     }
     let mut t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     for &x in rest {
-        if fill != Some(x) {
+        if !missing.test(x) {
             t += (x.f() - mean) * (x.f() - mean);
         }
     }
@@ -335,9 +399,9 @@ fn run_m2<T: Elem>(run: &[T], fill: Option<T>, mean: f64) -> f64 {
 }
 
 /// Fold a whole run into group `g`.
-pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], fill: Option<T>) {
+pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], missing: &Missing<T>) {
     let needs = acc.needs;
-    let st = run_stats(run, fill, needs);
+    let st = run_stats(run, missing, needs);
     acc.cells[g] += run.len() as u64;
     acc.n[g] += st.n;
     if needs.fsum {
@@ -361,18 +425,24 @@ pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], fill: Opti
     }
     if needs.moments && st.n > 0 {
         let mean = st.fsum / st.n as f64;
-        let m2 = run_m2(run, fill, mean);
+        let m2 = run_m2(run, missing, mean);
         acc.merge_moments(g, st.n, mean, m2);
     }
 }
 
 /// Fold element `i` of `run` into group `g0 + i * stride`.
-pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usize, run: &[T], fill: Option<T>) {
+pub fn fold_elementwise<T: Elem>(
+    acc: &mut Accumulators,
+    g0: usize,
+    stride: usize,
+    run: &[T],
+    missing: &Missing<T>,
+) {
     let needs = acc.needs;
     for (i, &x) in run.iter().enumerate() {
         let g = g0 + i * stride;
         acc.cells[g] += 1;
-        if fill == Some(x) {
+        if missing.test(x) {
             continue;
         }
         acc.n[g] += 1;
@@ -429,13 +499,16 @@ mod tests {
             moments: true,
         };
         let vals: Vec<f32> = (0..53).map(|i| ((i * 37) % 19) as f32 - 7.5).collect();
-        let fill = Some(4.5f32);
-        let kept: Vec<f64> = vals.iter().filter(|v| Some(**v) != fill).map(|v| *v as f64).collect();
+        let fill = Missing {
+            values: vec![4.5f32],
+            nan: false,
+        };
+        let kept: Vec<f64> = vals.iter().filter(|v| **v != 4.5).map(|v| *v as f64).collect();
         let (n, s, m2, mn, mx) = brute(&kept);
         // Split into uneven runs into one group.
         let mut acc = Accumulators::new(1, needs, true);
         for r in [&vals[..5], &vals[5..30], &vals[30..]] {
-            fold_run(&mut acc, 0, r, fill);
+            fold_run(&mut acc, 0, r, &fill);
         }
         assert_eq!(
             (acc.cells[0], acc.n[0], acc.fsum[0], acc.fmin[0], acc.fmax[0]),
@@ -444,7 +517,7 @@ mod tests {
         assert!((acc.m2[0] - m2).abs() < 1e-9 * m2.abs().max(1.0));
         // Elementwise into one group per element, then merged into another accumulator.
         let mut e = Accumulators::new(53, needs, true);
-        fold_elementwise(&mut e, 0, 1, &vals, fill);
+        fold_elementwise(&mut e, 0, 1, &vals, &fill);
         assert_eq!(e.cells.iter().sum::<u64>(), 53);
         assert_eq!(e.n.iter().sum::<u64>(), n);
         let mut a = Accumulators::new(53, needs, true);
@@ -454,23 +527,62 @@ mod tests {
         // Integers: wrapping sums as DataFusion.
         let ints = [i64::MAX, 1, -3];
         let mut acc = Accumulators::new(1, needs, false);
-        fold_run(&mut acc, 0, &ints, None);
+        fold_run(&mut acc, 0, &ints, &Missing::default());
         assert_eq!(acc.isum[0], i64::MAX.wrapping_add(1).wrapping_add(-3));
         assert_eq!((acc.imin[0], acc.imax[0]), (-3, i64::MAX as i128));
         // NaN is seen.
         let mut acc = Accumulators::new(1, needs, true);
-        fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], None);
+        fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], &Missing::default());
         assert!(acc.nan[0] && acc.fsum[0].is_nan());
         assert_eq!((acc.fmin[0], acc.fmax[0]), (1.0, 3.0));
         // Only NaN and +inf: the minimum is +inf; only NaN: no non-NaN bound at all.
         let mut acc = Accumulators::new(2, needs, true);
-        fold_run(&mut acc, 0, &[f64::NAN, f64::INFINITY], None);
-        fold_run(&mut acc, 1, &[f64::NAN, f64::NAN], None);
+        fold_run(&mut acc, 0, &[f64::NAN, f64::INFINITY], &Missing::default());
+        fold_run(&mut acc, 1, &[f64::NAN, f64::NAN], &Missing::default());
         assert_eq!((acc.fmin[0], acc.fmax[0]), (f64::INFINITY, f64::INFINITY));
         assert!(acc.fmin[1].is_nan() && acc.nan[1]);
         let mut e = Accumulators::new(2, needs, true);
-        fold_elementwise(&mut e, 0, 1, &[f64::INFINITY, f64::NAN], None);
+        fold_elementwise(&mut e, 0, 1, &[f64::INFINITY, f64::NAN], &Missing::default());
         assert_eq!(e.fmin[0], f64::INFINITY);
         assert!(e.fmin[1].is_nan() && e.nan[1]);
+    }
+
+    #[test]
+    fn missing_rules_match_on_every_kernel_path() {
+        let needs = Needs {
+            fsum: true,
+            isum: false,
+            min_max: true,
+            moments: true,
+        };
+        // 19 elements: the 8-lane body and the remainder both see every case.
+        let vals: Vec<f64> = (0..19)
+            .map(|i| match i % 4 {
+                0 => f64::NAN,
+                1 => -0.0,
+                _ => i as f64,
+            })
+            .collect();
+        let rules = [
+            (Missing { values: vec![], nan: true }, "nan"),
+            (Missing { values: vec![0.0], nan: false }, "zero"),
+            (Missing { values: vec![0.0, 6.0], nan: true }, "several"),
+        ];
+        for (rule, name) in &rules {
+            let kept: Vec<f64> = vals.iter().copied().filter(|&x| !rule.test(x)).collect();
+            let mut run = Accumulators::new(1, needs, true);
+            fold_run(&mut run, 0, &vals, rule);
+            let mut each = Accumulators::new(1, needs, true);
+            fold_elementwise(&mut each, 0, 0, &vals, rule);
+            for acc in [&run, &each] {
+                assert_eq!(acc.n[0], kept.len() as u64, "{name}");
+                assert_eq!(acc.cells[0], 19, "{name}");
+                let sum: f64 = kept.iter().sum();
+                assert!(acc.fsum[0] == sum || (sum.is_nan() && acc.fsum[0].is_nan()), "{name}: {} vs {sum}", acc.fsum[0]);
+                assert_eq!(acc.nan[0], kept.iter().any(|x| x.is_nan()), "{name}");
+            }
+        }
+        // Zero matches negative zero; NaN never equals a number.
+        assert!(rules[1].0.test(-0.0) && !rules[1].0.test(f64::NAN));
     }
 }

@@ -296,8 +296,7 @@ impl PartitionReader {
                 self.metrics.read.chunk(stored.len() as u64);
                 let _timer = self.metrics.decode_time.timer();
                 let tile = decode_tile(table, task, stored)?;
-                let fill = ds.fill_value_le();
-                let v = value_array(ds.dtype(), tile, task, fill.as_deref());
+                let v = value_array(ds.dtype(), tile, task, &table.missing, table.packing);
                 columns.push(v.slice(0, rows));
             }
         }

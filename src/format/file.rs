@@ -15,9 +15,6 @@ use super::footer::{
 use super::index::{ChunkEntry, ExecutionSettings, INDEX_HEADER_LEN, parse_index, validate_rows};
 use super::superblock::{SUPERBLOCK_LEN, Superblock};
 
-/// Attribute names whose value marks missing cells, in order of precedence.
-pub const FILL_VALUE_ATTRS: [&str; 3] = ["_FillValue", "missing_value", "fill_value"];
-
 /// One parsed, validated `.tet` file: every region but the payloads.
 #[derive(Debug, Clone)]
 pub struct TetFile {
@@ -84,18 +81,6 @@ impl Dataset {
     pub fn labels(&self, d: usize) -> Option<&[String]> {
         let name = self.dim_names().get(d)?.clone();
         self.meta.coords.as_ref()?.get(&name).map(|c| c.labels.as_slice())
-    }
-    /// The fill value (from `_FillValue`, `missing_value` or `fill_value`) as LE bytes of
-    /// this dtype, when an attribute is present and parses.
-    pub fn fill_value_le(&self) -> Option<Vec<u8>> {
-        FILL_VALUE_ATTRS
-            .iter()
-            .find_map(|k| self.meta.attrs.get(*k))
-            .and_then(|v| self.record.dtype.parse_le(v))
-    }
-    /// The fill value decoded.
-    pub fn fill_value(&self) -> Option<Scalar> {
-        self.fill_value_le().and_then(|b| self.record.dtype.decode(&b).ok())
     }
 }
 
@@ -293,12 +278,12 @@ fn attach_metadata(datasets: &mut [Dataset], metadata: Metadata) -> Result<()> {
         let dims = ds.dim_names();
         if let Some(coords) = &ds.meta.coords {
             for (axis, c) in coords {
-                let d = dims.iter().position(|n| n == axis).ok_or_else(|| {
-                    FormatError::Footer(format!(
-                        "{} names axis {axis:?}, which is not one of {dims:?}",
-                        region("coords")
-                    ))
-                })?;
+                // Upstream's converter also stores a 1-D variable's own values under the
+                // variable's name (`coords.x` of `x(time)`): entries that name no axis are
+                // not axis labels and are left unused.
+                let Some(d) = dims.iter().position(|n| n == axis) else {
+                    continue;
+                };
                 if c.labels.len() as u64 != ds.record.shape[d] {
                     return Err(FormatError::Footer(format!(
                         "{}.{axis}.labels has {} labels for an axis of extent {}",

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod bytes;
+pub mod cf;
 pub mod codec;
 pub mod directory;
 pub mod dtype;
@@ -31,6 +32,7 @@ pub mod superblock;
 pub mod writer;
 
 pub use bytes::ReadAt;
+pub use cf::{MissingValues, Packing};
 pub use directory::DatasetRecord;
 pub(crate) use dtype::with_dtype;
 pub use dtype::{DType, Element, Scalar, elements};

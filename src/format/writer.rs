@@ -8,6 +8,7 @@
 //! on request.
 
 use super::bytes::align8;
+use super::cf::MissingValues;
 use super::directory::DatasetRecord;
 use super::dtype::{DType, Scalar};
 use super::error::{FormatError, Result};
@@ -206,7 +207,7 @@ impl<'a> TetWriter<'a> {
         let mut tile = Vec::new();
         for (id, (rec, spec)) in self.datasets.iter().enumerate() {
             let size = rec.dtype.size() as u64;
-            let fill = self.zone_maps.then(|| fill_le(spec)).flatten();
+            let missing = super::cf::missing_values_of(&rec.name, rec.dtype, &spec.meta.attrs, false)?;
             for linear in 0..rec.chunk_count {
                 let coords = rec.chunk_coords(linear);
                 let (start, extent) = rec.tile_box(&coords);
@@ -243,7 +244,7 @@ impl<'a> TetWriter<'a> {
                 });
                 pos = aligned + stored.len() as u64;
                 if self.zone_maps {
-                    zones.push(zone_stat(id as u64, &coords, rec.dtype, &tile, fill.as_deref()));
+                    zones.push(zone_stat(id as u64, &coords, rec.dtype, &tile, &missing));
                 }
             }
         }
@@ -405,14 +406,7 @@ fn check_meta(region: &str, rec: &DatasetRecord, meta: &DatasetMeta) -> Result<(
     Ok(())
 }
 
-fn fill_le(spec: &DatasetSpec<'_>) -> Option<Vec<u8>> {
-    super::file::FILL_VALUE_ATTRS
-        .iter()
-        .find_map(|k| spec.meta.attrs.get(*k))
-        .and_then(|v| spec.dtype.parse_le(v))
-}
-
-fn zone_stat(dataset_id: u64, coords: &[u64], dtype: DType, tile: &[u8], fill: Option<&[u8]>) -> ZoneChunkWire {
+fn zone_stat(dataset_id: u64, coords: &[u64], dtype: DType, tile: &[u8], missing: &MissingValues) -> ZoneChunkWire {
     let size = dtype.size();
     let mut nulls = 0u64;
     let mut min: Option<(Scalar, usize)> = None;
@@ -420,7 +414,7 @@ fn zone_stat(dataset_id: u64, coords: &[u64], dtype: DType, tile: &[u8], fill: O
     for (i, b) in tile.chunks_exact(size).enumerate() {
         let Ok(v) = dtype.decode(b) else { continue };
         let is_nan = matches!(v, Scalar::F64(x) if x.is_nan());
-        if is_nan || fill == Some(b) {
+        if is_nan || missing.matches(dtype, b) {
             nulls += 1;
             continue;
         }

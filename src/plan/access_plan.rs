@@ -83,7 +83,7 @@ impl AccessPlan {
         if let (Some(pred), Some(zones)) = (conjunction(value_filters), &ds.zones) {
             let df_schema = DFSchema::try_from(table.schema.clone())?;
             let phys = session.create_physical_expr(pred, &df_schema)?;
-            let keep = ZonePruning::new(&tasks, zones, ds.dtype(), table.schema.clone()).prune(phys)?;
+            let keep = ZonePruning::new(&tasks, zones, table).prune(phys)?;
             let mut k = keep.into_iter();
             tasks.retain(|_| k.next().unwrap_or(true));
         }

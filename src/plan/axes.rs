@@ -3,14 +3,18 @@
 //! Values come from, in order: a CF coordinate variable (a 1-D dataset of the same file
 //! named like the axis, of the axis' length), the footer coordinate labels (typed by
 //! parsing: Int64, Float64, Timestamp, else Utf8; repeats allowed), else the position as
-//! Int64.
+//! Int64. Numbers whose attributes (the coordinate variable's, or for a 1-D dataset's own
+//! axis its own) say `units = "<unit> since <date>"` are decoded as CF time
+//! ([`super::cf_time`]).
 
+use super::cf_time::CfTime;
 use super::values::array_from_le;
 use crate::format::{Dataset, FormatError, ReadAt, TetFile};
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, TimestampNanosecondArray, UInt64Array};
 use arrow::buffer::Buffer;
 use arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
 use arrow::datatypes::{DataType, TimeUnit};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Coordinate variables larger than this are not loaded as axis values.
@@ -35,6 +39,8 @@ pub struct Axis {
     pub source: AxisSource,
     /// Value at each position (`None` for positions).
     pub values: Option<ArrayRef>,
+    /// Attributes of the coordinate variable (`units`, `long_name`, ...), if any.
+    pub attrs: BTreeMap<String, String>,
 }
 
 impl Axis {
@@ -78,23 +84,47 @@ pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<
             .datasets
             .iter()
             .find(|c| c.id != ds.id && c.name() == name && c.ndim() == 1 && c.shape()[0] == extent);
-        let (src, values) =
+        let (src, values, attrs) =
             if let Some(cv) = coord_var.filter(|c| c.record.cell_count * c.dtype().size() as u64 <= MAX_COORD_BYTES) {
                 let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
                 (
                     AxisSource::CoordinateVariable(cv.name().to_owned()),
                     Some(array_from_le(cv.dtype(), Buffer::from_vec(raw), None)),
+                    cv.meta.attrs.clone(),
                 )
-            } else if let Some(labels) = ds.labels(d) {
-                (AxisSource::Labels, Some(typed_labels(labels)))
             } else {
-                (AxisSource::Position, None)
+                // A 1-D dataset's own axis (a coordinate variable read as a table) carries
+                // the dataset's attributes.
+                let attrs = if ds.ndim() == 1 && ds.name() == name {
+                    ds.meta.attrs.clone()
+                } else {
+                    BTreeMap::new()
+                };
+                match ds.labels(d) {
+                    Some(labels) => (AxisSource::Labels, Some(typed_labels(labels)), attrs),
+                    None => (AxisSource::Position, None, attrs),
+                }
             };
+        let values = match values {
+            Some(v) if v.data_type().is_numeric() => Some(match CfTime::from_attrs(&attrs) {
+                Ok(Some(t)) => t.decode(&v),
+                Ok(None) => Ok(v),
+                Err(e) => Err(e),
+            }),
+            v => v.map(Ok),
+        }
+        .transpose()
+        .map_err(|problem| FormatError::Invalid {
+            region: format!("dataset {:?}, axis {name:?}", ds.name()),
+            field: "units",
+            problem,
+        })?;
         out.push(Axis {
             name,
             extent,
             source: src,
             values,
+            attrs,
         });
     }
     Ok(out)

@@ -11,6 +11,7 @@ mod access_plan;
 mod aggregate;
 mod axes;
 mod axis_filter;
+pub mod cf_time;
 mod selection;
 mod table;
 mod tasks;

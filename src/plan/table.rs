@@ -4,7 +4,7 @@
 use super::axes::{Axis, axes_of};
 use super::selection::AxisSelection;
 use super::values::{VALUE_COLUMN, arrow_type};
-use crate::format::Dataset;
+use crate::format::{Dataset, MissingValues, Packing};
 use crate::io::TetSource;
 use arrow::array::Array;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -14,7 +14,12 @@ use datafusion::error::DataFusionError;
 use std::sync::Arc;
 
 /// One dataset of an opened file as a table: its axis columns and its schema (the axes in
-/// dimension order, then `v`, nullable when the dataset has a fill value).
+/// dimension order, then `v`), and how stored elements become values of `v` (the CF
+/// rules of [`crate::format::cf`]: missing values, packing).
+///
+/// `v` is nullable when the dataset has missing values or is a float dataset (the session
+/// option `tet.nan_is_null` makes NaN NULL); it is Float64 for a packed dataset. Every
+/// column carries its CF attributes (`units`, `long_name`, ...) as Arrow field metadata.
 #[derive(Debug, Clone)]
 pub struct TableModel {
     /// The opened file.
@@ -25,6 +30,12 @@ pub struct TableModel {
     pub axes: Vec<Axis>,
     /// Axis columns, then the value column.
     pub schema: SchemaRef,
+    /// Which stored elements are NULL.
+    pub missing: MissingValues,
+    /// Integer packing, when the dataset is packed.
+    pub packing: Option<Packing>,
+    /// Whether every NaN is NULL (the session option `tet.nan_is_null`).
+    pub nan_is_null: bool,
 }
 
 impl TableModel {
@@ -73,18 +84,42 @@ impl TableModel {
                 ds.name()
             );
         }
-        let mut fields: Vec<Field> = axes.iter().map(|a| Field::new(&a.name, a.data_type(), false)).collect();
-        fields.push(Field::new(
-            VALUE_COLUMN,
-            arrow_type(ds.dtype()),
-            ds.fill_value_le().is_some(),
-        ));
+        let in_file = |e: crate::format::FormatError| DataFusionError::from(e.in_file(&source.location));
+        let missing = ds.missing_values(false).map_err(in_file)?;
+        let packing = ds.packing().map_err(in_file)?;
+        let mut fields: Vec<Field> = axes
+            .iter()
+            .map(|a| Field::new(&a.name, a.data_type(), false).with_metadata(field_metadata(&a.attrs)))
+            .collect();
+        let value_type = match packing {
+            Some(_) => DataType::Float64,
+            None => arrow_type(ds.dtype()),
+        };
+        let nullable = !missing.is_empty() || ds.dtype().is_float();
+        fields.push(Field::new(VALUE_COLUMN, value_type, nullable).with_metadata(field_metadata(&ds.meta.attrs)));
         Ok(TableModel {
             dataset: ds.id,
             source,
             axes,
             schema: Arc::new(Schema::new(fields)),
+            missing,
+            packing,
+            nan_is_null: false,
         })
+    }
+
+    /// This table with `tet.nan_is_null` set to `on` (every NaN NULL when on).
+    pub fn with_nan_is_null(self: &Arc<Self>, on: bool) -> Arc<Self> {
+        if on == self.nan_is_null {
+            return self.clone();
+        }
+        let mut t = TableModel::clone(self);
+        t.nan_is_null = on;
+        // The attributes parsed when the table was built, so this cannot fail here.
+        if let Ok(m) = t.dataset().missing_values(on) {
+            t.missing = m;
+        }
+        Arc::new(t)
     }
 
     /// The dataset.
@@ -94,7 +129,12 @@ impl TableModel {
 
     /// Arrow type of the value column.
     pub fn value_type(&self) -> DataType {
-        arrow_type(self.dataset().dtype())
+        self.schema.field(self.value_index()).data_type().clone()
+    }
+
+    /// Whether any cell can be NULL under this table's rule.
+    pub fn has_missing(&self) -> bool {
+        !self.missing.is_empty()
     }
 
     /// Index of the value column in [`TableModel::schema`] (after the axes).
@@ -153,6 +193,11 @@ impl TableModel {
             column_statistics: cols,
         })
     }
+}
+
+/// Attributes as Arrow field metadata.
+fn field_metadata(attrs: &std::collections::BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
+    attrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// The smallest (`min`) or largest value of `a`.

@@ -3,12 +3,15 @@
 //!
 //! Floats: zone maps count NaN among the nulls and leave it out of min/max, but DataFusion
 //! orders NaN above every number, so a float chunk with any null is given unknown bounds.
+//! Integers: a chunk with nulls keeps its bounds only when the table has missing values
+//! (the cells the writer left out are then NULL here too). A packed dataset's bounds are
+//! the stored bounds unpacked (`x·s + o`, swapped when `s < 0`), as Float64.
 
 use super::tasks::ChunkTask;
-use super::values::{VALUE_COLUMN, arrow_type};
+use super::table::TableModel;
+use super::values::VALUE_COLUMN;
 use crate::format::{DType, Scalar, ZoneStat};
 use arrow::array::{ArrayRef, BooleanArray};
-use arrow::datatypes::SchemaRef;
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, Result, ScalarValue};
 use datafusion::physical_expr::PhysicalExpr;
@@ -21,24 +24,24 @@ use std::sync::Arc;
 pub struct ZonePruning<'a> {
     tasks: &'a [ChunkTask],
     zones: &'a [Option<ZoneStat>],
+    table: &'a TableModel,
     dtype: DType,
-    schema: SchemaRef,
 }
 
 impl<'a> ZonePruning<'a> {
-    pub fn new(tasks: &'a [ChunkTask], zones: &'a [Option<ZoneStat>], dtype: DType, schema: SchemaRef) -> Self {
+    pub fn new(tasks: &'a [ChunkTask], zones: &'a [Option<ZoneStat>], table: &'a TableModel) -> Self {
         ZonePruning {
             tasks,
             zones,
-            dtype,
-            schema,
+            table,
+            dtype: table.dataset().dtype(),
         }
     }
 
     /// For each task, whether it may hold a row satisfying `predicate`.
     pub fn prune(&self, predicate: Arc<dyn PhysicalExpr>) -> Result<Vec<bool>> {
         match PruningPredicateBuilder::new()
-            .with_file_schema(self.schema.clone())
+            .with_file_schema(self.table.schema.clone())
             .build(predicate)
         {
             Some(p) => p.prune(self),
@@ -47,14 +50,22 @@ impl<'a> ZonePruning<'a> {
         }
     }
 
-    fn bound(&self, pick: impl Fn(&ZoneStat) -> Option<Scalar>) -> Option<ArrayRef> {
-        let ty = arrow_type(self.dtype);
+    /// The lower (`min`) or upper bound of `v` in each task's chunk.
+    fn bound(&self, min: bool) -> Option<ArrayRef> {
+        let ty = self.table.value_type();
+        let packing = self.table.packing;
+        // A negative scale turns the stored maximum into the smallest value.
+        let stored_min = min == packing.is_none_or(|p| p.scale >= 0.0);
+        let trusted = |z: &&ZoneStat| z.null_count == 0 || !(self.dtype.is_float() || self.table.missing.is_empty());
         let values = self.tasks.iter().map(|t| {
             let z = self.zones.get(t.linear as usize).and_then(|z| z.as_ref());
             let v = z
-                .filter(|z| !(self.dtype.is_float() && z.null_count > 0))
-                .and_then(&pick)
-                .and_then(|s| to_scalar(self.dtype, s));
+                .filter(trusted)
+                .and_then(|z| if stored_min { z.min } else { z.max })
+                .and_then(|s| match packing {
+                    Some(p) => Some(ScalarValue::Float64(Some(p.apply(s.as_f64())))),
+                    None => to_scalar(self.dtype, s),
+                });
             v.unwrap_or(ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
         });
         ScalarValue::iter_to_array(values).ok()
@@ -79,10 +90,10 @@ fn to_scalar(dtype: DType, s: Scalar) -> Option<ScalarValue> {
 
 impl PruningStatistics for ZonePruning<'_> {
     fn min_values(&self, column: &Column) -> Option<ArrayRef> {
-        (column.name == VALUE_COLUMN).then(|| self.bound(|z| z.min)).flatten()
+        (column.name == VALUE_COLUMN).then(|| self.bound(true)).flatten()
     }
     fn max_values(&self, column: &Column) -> Option<ArrayRef> {
-        (column.name == VALUE_COLUMN).then(|| self.bound(|z| z.max)).flatten()
+        (column.name == VALUE_COLUMN).then(|| self.bound(false)).flatten()
     }
     fn num_containers(&self) -> usize {
         self.tasks.len()

@@ -331,16 +331,17 @@ impl TableProvider for TetPartialAggregate {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let table = &self.table;
+        let config = TetConfig::of(state.config());
+        let table = &config.table(&self.table);
         let access = AccessPlan::build(table, state, &self.filters)?;
-        let nullable = table.dataset().fill_value_le().is_some();
+        let nullable = table.has_missing();
         let weight = Weight::of(self.aggregation.reads_payload(nullable));
         let partitions = access.partitions(table, state.config().target_partitions(), weight);
         let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(
             table.clone(),
             self.aggregation.clone(),
             ChunkFeed::new(access, &partitions)?,
-            TetConfig::of(state.config()).fetch_options(),
+            config.fetch_options(),
         )?);
         match projection {
             Some(p) if *p != (0..self.schema.fields().len()).collect::<Vec<_>>() => {

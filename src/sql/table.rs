@@ -169,7 +169,8 @@ impl TableProvider for TetTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let table = &self.table;
+        let config = TetConfig::of(state.config());
+        let table = &config.table(&self.table);
         let access = AccessPlan::build(table, state, filters)?;
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
@@ -182,7 +183,7 @@ impl TableProvider for TetTableProvider {
             ChunkFeed::new(access, &partitions)?,
             projection,
             limit,
-            TetConfig::of(state.config()).fetch_options(),
+            config.fetch_options(),
         )?))
     }
 }
