@@ -207,7 +207,11 @@ impl<'a> TetWriter<'a> {
         let mut tile = Vec::new();
         for (id, (rec, spec)) in self.datasets.iter().enumerate() {
             let size = rec.dtype.size() as u64;
-            let missing = super::cf::missing_values_of(&rec.name, rec.dtype, &spec.meta.attrs, false)?;
+            // Zone statistics leave out the cells the reader treats as NULL.
+            let missing = match self.zone_maps {
+                true => super::cf::missing_values_of(&rec.name, rec.dtype, &spec.meta.attrs, false)?,
+                false => MissingValues::default(),
+            };
             for linear in 0..rec.chunk_count {
                 let coords = rec.chunk_coords(linear);
                 let (start, extent) = rec.tile_box(&coords);

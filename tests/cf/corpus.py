@@ -82,27 +82,37 @@ answers["era5"] = {
 }
 
 # --- calendars --------------------------------------------------------------------------
-calendars = {
-    "standard": ("days since 1582-10-01", np.array([0, 3, 4, 20, 150000], dtype=np.int64)),
-    "gregorian": ("hours since 2000-1-1T12:00:00Z", np.array([-36, 0, 1.5, 1e6], dtype=np.float64)),
-    "proleptic_gregorian": ("minutes since 1970-01-01 00:00:00", np.array([0, 59, 525600 * 30 + 7], dtype=np.int32)),
-    "julian": ("days since 1900-02-27", np.array([0, 1, 2, 3, 36500], dtype=np.int32)),
-    "noleap": ("days since 2001-01-01", np.array([0, 58, 59, 365 * 3 + 59, 10.25], dtype=np.float64)),
-    "all_leap": ("seconds since 2003-02-28", np.array([0, 86400, 2 * 86400], dtype=np.int64)),
-    "360_day": ("days since 2000-01-01", np.array([0, 29, 59, 359, 360], dtype=np.int32)),
-}
+calendars = [
+    # (name, calendar, units, offsets): integer and fractional offsets, dates before 1582,
+    # leap days, and the days the standard calendar skips.
+    ("standard", "standard", "days since 1582-10-01", np.array([0, 3, 4, 20, 150000], dtype=np.int64)),
+    ("standard_early", "standard", "hours since 1000-02-27 06:00", np.array([0, 42, 66, 5e6], dtype=np.float64)),
+    ("gregorian", "gregorian", "hours since 2000-1-1T12:00:00Z", np.array([-36, 0, 1.5, 1e6], dtype=np.float64)),
+    ("proleptic_gregorian", "proleptic_gregorian", "minutes since 1970-01-01 00:00:00", np.array([0, 59, 525600 * 30 + 7], dtype=np.int32)),
+    ("proleptic_early", "proleptic_gregorian", "days since 1500-02-27", np.array([0, 1, 2, 3, 400], dtype=np.int32)),
+    ("julian", "julian", "days since 1900-02-27", np.array([0, 1, 2, 3, 36500], dtype=np.int32)),
+    ("noleap", "noleap", "days since 2001-01-01", np.array([0, 58, 59, 365 * 3 + 59, 10.25], dtype=np.float64)),
+    ("365_day", "365_day", "seconds since 1999-12-31 23:00:00", np.array([0, 3600, 86400 * 60], dtype=np.int64)),
+    ("all_leap", "all_leap", "seconds since 2003-02-28", np.array([0, 86400, 2 * 86400], dtype=np.int64)),
+    ("360_day", "360_day", "days since 2000-01-01", np.array([0, 29, 59, 359, 360], dtype=np.int32)),
+]
 answers["calendars"] = {}
-for cal, (units, values) in calendars.items():
+for name, cal, units, values in calendars:
     c = xr.Dataset(
         {"x": (("time",), np.arange(len(values), dtype=np.float32))},
         coords={"time": ("time", values, {"units": units, "calendar": cal})},
     )
-    nc = out / f"cal_{cal}.nc"
+    nc = out / f"cal_{name}.nc"
     c.to_netcdf(nc)
-    convert(nc, out / f"cal_{cal}.tet")
+    convert(nc, out / f"cal_{name}.tet")
     decoded = xr.open_dataset(nc, decode_times=xr.coders.CFDatetimeCoder(use_cftime=True))
-    answers["calendars"][cal] = [t.isoformat().replace(" ", "T") for t in decoded.time.values]
-answers["calendar_units"] = {cal: units for cal, (units, _) in calendars.items()}
+    answers["calendars"][name] = {
+        "calendar": cal,
+        "units": units,
+        "values": [float(v) for v in values],
+        "dates": [t.isoformat().replace(" ", "T") for t in decoded.time.values],
+        "file": f"cal_{name}.tet",
+    }
 
 # --- packed int16 Zarr v2 ---------------------------------------------------------------
 shape = (6, 40, 50)

@@ -9,6 +9,7 @@ mod agg_differential;
 mod ballista;
 #[cfg(feature = "cli")]
 mod cli;
+mod cf;
 mod common;
 mod faulty_http;
 mod format_fixtures;

@@ -54,7 +54,7 @@ fn s3(server: &Server, bucket: &str) -> Arc<dyn ObjectStore> {
     s3_with_keys(server, bucket, "test")
 }
 
-fn http(endpoint: &str) -> Arc<dyn ObjectStore> {
+pub(crate) fn http(endpoint: &str) -> Arc<dyn ObjectStore> {
     Arc::new(
         HttpBuilder::new()
             .with_url(endpoint)
@@ -78,7 +78,7 @@ async fn bucket(server: &Server, name: &str, files: &[(&str, Vec<u8>)]) -> Arc<C
     Arc::new(Counting::new(store))
 }
 
-fn register(ctx: &SessionContext, url: &str, store: Arc<dyn ObjectStore>) {
+pub(crate) fn register(ctx: &SessionContext, url: &str, store: Arc<dyn ObjectStore>) {
     ctx.register_object_store(&Url::parse(url).unwrap(), store);
 }
 
