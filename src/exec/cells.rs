@@ -6,8 +6,8 @@ use super::fold::{Elem, Missing};
 use crate::format::{DType, MissingValues, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, array_from_le};
 use arrow::array::{ArrayRef, Float64Array};
-use std::sync::Arc;
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
+use std::sync::Arc;
 
 /// Global positions along axis `d` of the first `limit` selected cells of `task`, in
 /// row-major order; `tile_start` is the tile's global start.
@@ -145,7 +145,10 @@ mod tests {
             values: vec![(-1i16).to_le_bytes().to_vec()],
             nan: false,
         };
-        let packing = Packing { scale: 0.5, offset: 100.0 };
+        let packing = Packing {
+            scale: 0.5,
+            offset: 100.0,
+        };
         let t = task(vec![3], vec![vec![(0, 3)]]);
         let a = value_array(DType::I16, Buffer::from_vec(raw), &t, &fill, Some(packing));
         let a = a.as_any().downcast_ref::<Float64Array>().unwrap();

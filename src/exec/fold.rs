@@ -246,7 +246,7 @@ impl<T: Elem> Missing<T> {
     /// Whether `x` is missing.
     #[inline(always)]
     pub fn test(&self, x: T) -> bool {
-        (self.nan && x.is_nan()) || self.values.iter().any(|&v| v == x)
+        (self.nan && x.is_nan()) || self.values.contains(&x)
     }
 }
 
@@ -431,13 +431,7 @@ pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], missing: &
 }
 
 /// Fold element `i` of `run` into group `g0 + i * stride`.
-pub fn fold_elementwise<T: Elem>(
-    acc: &mut Accumulators,
-    g0: usize,
-    stride: usize,
-    run: &[T],
-    missing: &Missing<T>,
-) {
+pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usize, run: &[T], missing: &Missing<T>) {
     let needs = acc.needs;
     for (i, &x) in run.iter().enumerate() {
         let g = g0 + i * stride;
@@ -564,9 +558,27 @@ mod tests {
             })
             .collect();
         let rules = [
-            (Missing { values: vec![], nan: true }, "nan"),
-            (Missing { values: vec![0.0], nan: false }, "zero"),
-            (Missing { values: vec![0.0, 6.0], nan: true }, "several"),
+            (
+                Missing {
+                    values: vec![],
+                    nan: true,
+                },
+                "nan",
+            ),
+            (
+                Missing {
+                    values: vec![0.0],
+                    nan: false,
+                },
+                "zero",
+            ),
+            (
+                Missing {
+                    values: vec![0.0, 6.0],
+                    nan: true,
+                },
+                "several",
+            ),
         ];
         for (rule, name) in &rules {
             let kept: Vec<f64> = vals.iter().copied().filter(|&x| !rule.test(x)).collect();
@@ -578,7 +590,11 @@ mod tests {
                 assert_eq!(acc.n[0], kept.len() as u64, "{name}");
                 assert_eq!(acc.cells[0], 19, "{name}");
                 let sum: f64 = kept.iter().sum();
-                assert!(acc.fsum[0] == sum || (sum.is_nan() && acc.fsum[0].is_nan()), "{name}: {} vs {sum}", acc.fsum[0]);
+                assert!(
+                    acc.fsum[0] == sum || (sum.is_nan() && acc.fsum[0].is_nan()),
+                    "{name}: {} vs {sum}",
+                    acc.fsum[0]
+                );
                 assert_eq!(acc.nan[0], kept.iter().any(|x| x.is_nan()), "{name}");
             }
         }

@@ -137,7 +137,8 @@ fn list_items(text: &str) -> impl Iterator<Item = &str> {
         .and_then(|s| s.strip_suffix(']'))
         .or_else(|| t.strip_prefix('(').and_then(|s| s.strip_suffix(')')))
         .unwrap_or(t);
-    t.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty())
+    t.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -227,35 +228,68 @@ mod tests {
 
     #[test]
     fn fill_values_by_dtype() {
-        let m = dataset(DType::F32, &[("_FillValue", "NaN")]).missing_values(false).unwrap();
-        assert_eq!((m.values.len(), m.nan), (0, true));
-        let m = dataset(DType::I16, &[("_FillValue", "-9999.0"), ("missing_value", "[1, 2 ,70000]")])
+        let m = dataset(DType::F32, &[("_FillValue", "NaN")])
             .missing_values(false)
             .unwrap();
-        assert_eq!(m.values, vec![(-9999i16).to_le_bytes().to_vec(), 1i16.to_le_bytes().to_vec(), 2i16.to_le_bytes().to_vec()]);
+        assert_eq!((m.values.len(), m.nan), (0, true));
+        let m = dataset(
+            DType::I16,
+            &[("_FillValue", "-9999.0"), ("missing_value", "[1, 2 ,70000]")],
+        )
+        .missing_values(false)
+        .unwrap();
+        assert_eq!(
+            m.values,
+            vec![
+                (-9999i16).to_le_bytes().to_vec(),
+                1i16.to_le_bytes().to_vec(),
+                2i16.to_le_bytes().to_vec()
+            ]
+        );
         // Out of range, fractional and infinite values match nothing.
         let m = dataset(DType::U8, &[("_FillValue", "-1"), ("missing_value", "2.5 inf")])
             .missing_values(false)
             .unwrap();
         assert!(m.is_empty());
         // Zero matches both signed zeros.
-        let m = dataset(DType::F64, &[("_FillValue", "0")]).missing_values(false).unwrap();
+        let m = dataset(DType::F64, &[("_FillValue", "0")])
+            .missing_values(false)
+            .unwrap();
         assert!(m.matches(DType::F64, &(-0.0f64).to_le_bytes()));
         assert!(!m.matches(DType::F64, &f64::NAN.to_le_bytes()));
         let m = dataset(DType::F64, &[]).missing_values(true).unwrap();
         assert!(m.matches(DType::F64, &f64::NAN.to_le_bytes()));
         assert!(dataset(DType::I32, &[]).missing_values(true).unwrap().is_empty());
-        let err = dataset(DType::F32, &[("_FillValue", "none")]).missing_values(false).unwrap_err();
-        assert!(err.to_string().contains("_FillValue") && err.to_string().contains("\"d\""), "{err}");
+        let err = dataset(DType::F32, &[("_FillValue", "none")])
+            .missing_values(false)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("_FillValue") && err.to_string().contains("\"d\""),
+            "{err}"
+        );
     }
 
     #[test]
     fn packing_of_integer_datasets_only() {
-        let p = dataset(DType::I16, &[("scale_factor", "0.5"), ("add_offset", "273.15")]).packing().unwrap();
-        assert_eq!(p, Some(Packing { scale: 0.5, offset: 273.15 }));
+        let p = dataset(DType::I16, &[("scale_factor", "0.5"), ("add_offset", "273.15")])
+            .packing()
+            .unwrap();
+        assert_eq!(
+            p,
+            Some(Packing {
+                scale: 0.5,
+                offset: 273.15
+            })
+        );
         assert_eq!(p.unwrap().apply(2.0), 274.15);
         let p = dataset(DType::U8, &[("add_offset", "-3")]).packing().unwrap();
-        assert_eq!(p, Some(Packing { scale: 1.0, offset: -3.0 }));
+        assert_eq!(
+            p,
+            Some(Packing {
+                scale: 1.0,
+                offset: -3.0
+            })
+        );
         assert_eq!(dataset(DType::F32, &[("scale_factor", "2")]).packing().unwrap(), None);
         assert_eq!(dataset(DType::I32, &[]).packing().unwrap(), None);
         let err = dataset(DType::I16, &[("scale_factor", "nan")]).packing().unwrap_err();

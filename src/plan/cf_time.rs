@@ -98,7 +98,9 @@ impl Calendar {
     /// The day number of a date (consecutive days have consecutive numbers).
     pub fn day_number(self, year: i64, month: u32, day: u32) -> Result<i64, String> {
         if !(1..=12).contains(&month) || day < 1 || day > self.month_days(year, month) {
-            return Err(format!("{year:04}-{month:02}-{day:02} is not a date of the {self:?} calendar"));
+            return Err(format!(
+                "{year:04}-{month:02}-{day:02} is not a date of the {self:?} calendar"
+            ));
         }
         Ok(match self {
             Calendar::ProlepticGregorian => jdn_gregorian(year, month, day),
@@ -228,7 +230,10 @@ impl CalendarDateTime {
     /// Nanoseconds since 1970-01-01T00:00 for the same calendar fields read as a proleptic
     /// Gregorian date; `None` when that date does not exist or is out of `i64` range.
     pub fn gregorian_nanos(&self) -> Option<i64> {
-        let days = Calendar::ProlepticGregorian.day_number(self.year, self.month, self.day).ok()? - UNIX_EPOCH_JDN;
+        let days = Calendar::ProlepticGregorian
+            .day_number(self.year, self.month, self.day)
+            .ok()?
+            - UNIX_EPOCH_JDN;
         i64::try_from(days as i128 * NS_PER_DAY + self.nanos as i128).ok()
     }
 }
@@ -256,12 +261,13 @@ impl CfTime {
         let Some((unit, reference)) = split_since(units) else {
             return Ok(None);
         };
-        let calendar = Calendar::parse(attrs.get("calendar").map(String::as_str)).map_err(|e| format!("attribute calendar: {e}"))?;
+        let calendar = Calendar::parse(attrs.get("calendar").map(String::as_str))
+            .map_err(|e| format!("attribute calendar: {e}"))?;
         let unit_ns = unit_nanos(unit).ok_or_else(|| {
             format!("attribute units {units:?}: unknown time unit {unit:?} (days, hours, minutes, seconds, milliseconds, microseconds, nanoseconds)")
         })?;
-        let (date, offset_minutes) =
-            parse_reference(reference).map_err(|e| format!("attribute units {units:?}: reference {reference:?} {e}"))?;
+        let (date, offset_minutes) = parse_reference(reference)
+            .map_err(|e| format!("attribute units {units:?}: reference {reference:?} {e}"))?;
         let day = calendar
             .day_number(date.year, date.month, date.day)
             .map_err(|e| format!("attribute units {units:?}: {e}"))?;
@@ -291,7 +297,9 @@ impl CfTime {
     /// The date-time of an offset of `x` units (fractions rounded to the nanosecond).
     pub fn at(&self, x: f64) -> Option<CalendarDateTime> {
         let ns = x * self.unit_ns as f64;
-        (ns.is_finite() && ns.abs() < 1e35).then(|| self.after_nanos(ns.round() as i128)).flatten()
+        (ns.is_finite() && ns.abs() < 1e35)
+            .then(|| self.after_nanos(ns.round() as i128))
+            .flatten()
     }
 
     /// The date-time of an integer offset of `x` units (exact).
@@ -324,7 +332,9 @@ impl CfTime {
                 .iter()
                 .all(|d| Calendar::ProlepticGregorian.day_number(d.year, d.month, d.day).is_ok());
         if !exist {
-            return Ok(Arc::new(StringArray::from_iter_values(dates.iter().map(CalendarDateTime::iso))));
+            return Ok(Arc::new(StringArray::from_iter_values(
+                dates.iter().map(CalendarDateTime::iso),
+            )));
         }
         let ns = dates
             .iter()
@@ -363,7 +373,10 @@ fn unit_nanos(unit: &str) -> Option<i64> {
 
 /// Parse a reference date-time: the calendar fields and the UTC offset in minutes.
 fn parse_reference(s: &str) -> Result<(CalendarDateTime, i64), String> {
-    let mut p = Cursor { s: s.trim().as_bytes(), i: 0 };
+    let mut p = Cursor {
+        s: s.trim().as_bytes(),
+        i: 0,
+    };
     let neg = p.eat(b'-');
     let year = p.int(1, 6).ok_or("has no year")? as i64;
     let year = if neg { -year } else { year };
@@ -403,9 +416,20 @@ fn parse_reference(s: &str) -> Result<(CalendarDateTime, i64), String> {
     let offset = p.utc_offset()?;
     p.spaces();
     if p.i != p.s.len() {
-        return Err(format!("has unexpected text {:?}", String::from_utf8_lossy(&p.s[p.i..])));
+        return Err(format!(
+            "has unexpected text {:?}",
+            String::from_utf8_lossy(&p.s[p.i..])
+        ));
     }
-    Ok((CalendarDateTime { year, month, day, nanos }, offset))
+    Ok((
+        CalendarDateTime {
+            year,
+            month,
+            day,
+            nanos,
+        },
+        offset,
+    ))
 }
 
 struct Cursor<'a> {
@@ -483,19 +507,37 @@ mod tests {
     }
 
     fn iso(units: &str, calendar: Option<&str>, x: f64) -> String {
-        CfTime::from_attrs(&attrs(units, calendar)).unwrap().unwrap().at(x).unwrap().iso()
+        CfTime::from_attrs(&attrs(units, calendar))
+            .unwrap()
+            .unwrap()
+            .at(x)
+            .unwrap()
+            .iso()
     }
 
     #[test]
     fn references_units_and_offsets() {
         assert_eq!(iso("hours since 1900-01-01", None, 1_086_960.0), "2024-01-01T00:00:00");
         assert_eq!(iso("days since 2000-1-1T12:00:00Z", None, 1.5), "2000-01-03T00:00:00");
-        assert_eq!(iso("seconds since 1970-01-01 00:00:00.0", None, 0.25), "1970-01-01T00:00:00.250");
-        assert_eq!(iso("minutes since 2000-01-01 05:30 +05:30", None, 0.0), "2000-01-01T00:00:00");
-        assert_eq!(iso("Hours Since 2000-01-01 00:00:00 -6", None, 0.0), "2000-01-01T06:00:00");
+        assert_eq!(
+            iso("seconds since 1970-01-01 00:00:00.0", None, 0.25),
+            "1970-01-01T00:00:00.250"
+        );
+        assert_eq!(
+            iso("minutes since 2000-01-01 05:30 +05:30", None, 0.0),
+            "2000-01-01T00:00:00"
+        );
+        assert_eq!(
+            iso("Hours Since 2000-01-01 00:00:00 -6", None, 0.0),
+            "2000-01-01T06:00:00"
+        );
         assert_eq!(iso("msec since 2000-01-01", None, -1.0), "1999-12-31T23:59:59.999");
         assert_eq!(CfTime::from_attrs(&attrs("K", None)).unwrap(), None);
-        for bad in ["fortnights since 2000-01-01", "days since yesterday", "days since 2000-13-01"] {
+        for bad in [
+            "fortnights since 2000-01-01",
+            "days since yesterday",
+            "days since 2000-13-01",
+        ] {
             assert!(CfTime::from_attrs(&attrs(bad, None)).is_err(), "{bad}");
         }
         assert!(CfTime::from_attrs(&attrs("days since 2000-01-01", Some("lunar"))).is_err());
@@ -504,15 +546,39 @@ mod tests {
     #[test]
     fn calendars_count_their_own_days() {
         // The standard calendar skips 1582-10-05..14; proleptic Gregorian does not.
-        assert_eq!(iso("days since 1582-10-04", Some("standard"), 1.0), "1582-10-15T00:00:00");
-        assert_eq!(iso("days since 1582-10-04", Some("proleptic_gregorian"), 1.0), "1582-10-05T00:00:00");
+        assert_eq!(
+            iso("days since 1582-10-04", Some("standard"), 1.0),
+            "1582-10-15T00:00:00"
+        );
+        assert_eq!(
+            iso("days since 1582-10-04", Some("proleptic_gregorian"), 1.0),
+            "1582-10-05T00:00:00"
+        );
         assert_eq!(iso("days since 1900-02-28", Some("julian"), 1.0), "1900-02-29T00:00:00");
-        assert_eq!(iso("days since 1900-02-28", Some("standard"), 1.0), "1900-03-01T00:00:00");
+        assert_eq!(
+            iso("days since 1900-02-28", Some("standard"), 1.0),
+            "1900-03-01T00:00:00"
+        );
         assert_eq!(iso("days since 2000-02-28", Some("noleap"), 1.0), "2000-03-01T00:00:00");
-        assert_eq!(iso("days since 2001-02-28", Some("all_leap"), 1.0), "2001-02-29T00:00:00");
-        assert_eq!(iso("days since 2000-01-01", Some("360_day"), 59.0), "2000-02-30T00:00:00");
-        assert_eq!(iso("days since 2000-01-01", Some("360_day"), 360.0), "2001-01-01T00:00:00");
-        for cal in [Calendar::Standard, Calendar::Julian, Calendar::ProlepticGregorian, Calendar::NoLeap, Calendar::Day360] {
+        assert_eq!(
+            iso("days since 2001-02-28", Some("all_leap"), 1.0),
+            "2001-02-29T00:00:00"
+        );
+        assert_eq!(
+            iso("days since 2000-01-01", Some("360_day"), 59.0),
+            "2000-02-30T00:00:00"
+        );
+        assert_eq!(
+            iso("days since 2000-01-01", Some("360_day"), 360.0),
+            "2001-01-01T00:00:00"
+        );
+        for cal in [
+            Calendar::Standard,
+            Calendar::Julian,
+            Calendar::ProlepticGregorian,
+            Calendar::NoLeap,
+            Calendar::Day360,
+        ] {
             for n in (-800_000i64..3_000_000).step_by(997) {
                 let (y, m, d) = cal.date(n);
                 assert_eq!(cal.day_number(y, m, d), Ok(n), "{cal:?} {n}");
@@ -523,15 +589,21 @@ mod tests {
     #[test]
     fn columns_are_timestamps_or_text() {
         let values: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![0, 24, 48]));
-        let t = CfTime::from_attrs(&attrs("hours since 2024-01-01", None)).unwrap().unwrap();
+        let t = CfTime::from_attrs(&attrs("hours since 2024-01-01", None))
+            .unwrap()
+            .unwrap();
         let col = t.decode(&values).unwrap();
         let col = col.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
         assert_eq!(col.value(1), 1_704_153_600_000_000_000);
-        let t = CfTime::from_attrs(&attrs("days since 2000-02-28", Some("360_day"))).unwrap().unwrap();
+        let t = CfTime::from_attrs(&attrs("days since 2000-02-28", Some("360_day")))
+            .unwrap()
+            .unwrap();
         let fractional: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![0.0, 1.0, 2.5]));
         let col = t.decode(&fractional).unwrap();
         assert_eq!(col.as_string::<i32>().value(2), "2000-02-30T12:00:00");
-        let t = CfTime::from_attrs(&attrs("days since 1000-01-01", None)).unwrap().unwrap();
+        let t = CfTime::from_attrs(&attrs("days since 1000-01-01", None))
+            .unwrap()
+            .unwrap();
         let err = t.decode(&values).unwrap_err();
         assert!(err.contains("outside the range"), "{err}");
     }

@@ -7,8 +7,8 @@
 //! (the cells the writer left out are then NULL here too). A packed dataset's bounds are
 //! the stored bounds unpacked (`x·s + o`, swapped when `s < 0`), as Float64.
 
-use super::tasks::ChunkTask;
 use super::table::TableModel;
+use super::tasks::ChunkTask;
 use super::values::VALUE_COLUMN;
 use crate::format::{DType, Scalar, ZoneStat};
 use arrow::array::{ArrayRef, BooleanArray};

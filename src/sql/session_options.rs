@@ -4,9 +4,9 @@
 
 use crate::io::FetchOptions;
 use crate::plan::TableModel;
-use std::sync::Arc;
 use datafusion::common::config::ConfigExtension;
 use datafusion::prelude::SessionConfig;
+use std::sync::Arc;
 
 datafusion::common::extensions_options! {
     /// Session options, namespace `tet`.

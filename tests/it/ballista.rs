@@ -204,7 +204,11 @@ async fn damaged_or_stale_plans_are_clear_errors() {
             assert!(e.contains(w), "{e:?} lacks {w:?}");
         }
     };
-    expect(encoded(WIRE_VERSION + 1, Some(node::Kind::Scan(scan.clone()))), &[&format!("wire version {}", WIRE_VERSION + 1)]);
+    let newer = format!("wire version {}", WIRE_VERSION + 1);
+    expect(
+        encoded(WIRE_VERSION + 1, Some(node::Kind::Scan(scan.clone()))),
+        &[newer.as_str()],
+    );
     expect(encoded(WIRE_VERSION, None), &["unknown kind"]);
     expect(good[..good.len() - 3].to_vec(), &["decoding a tet plan node"]);
     expect(

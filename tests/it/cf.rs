@@ -240,7 +240,11 @@ async fn check_paths(case: &FillCase, from: &str, ctx_of: impl AsyncFn(bool) -> 
         assert_numbers(&got, &case.expected(None), &what);
         let filtered = format!("SELECT {STATS} FROM {from} WHERE v > {}", case.threshold);
         let got = numbers(rows(&ctx, &filtered).await);
-        assert_numbers(&got, &case.expected(Some(case.threshold)), &format!("{what}, {filtered}"));
+        assert_numbers(
+            &got,
+            &case.expected(Some(case.threshold)),
+            &format!("{what}, {filtered}"),
+        );
     }
 }
 
@@ -258,10 +262,18 @@ async fn the_missing_value_rule_holds_on_every_path() {
         let df = ctx.sql(&format!("SELECT v FROM {local}")).await.unwrap();
         let nullable = df.schema().field(0).is_nullable();
         let batches = df.collect().await.unwrap();
-        assert!(nullable || batches.iter().all(|b| b.column(0).null_count() == 0), "{}", case.name);
+        assert!(
+            nullable || batches.iter().all(|b| b.column(0).null_count() == 0),
+            "{}",
+            case.name
+        );
         if let Some(nginx) = nginx {
             std::fs::create_dir_all(nginx.dir.join("www/cf")).unwrap();
-            std::fs::write(nginx.dir.join(format!("www/cf/case{k}.tet")), std::fs::read(&path).unwrap()).unwrap();
+            std::fs::write(
+                nginx.dir.join(format!("www/cf/case{k}.tet")),
+                std::fs::read(&path).unwrap(),
+            )
+            .unwrap();
             let remote = format!("tet('{}/cf/case{k}.tet', 'd')", nginx.endpoint);
             check_paths(case, &remote, async |p| {
                 let ctx = session(case, p).await;
@@ -279,7 +291,9 @@ async fn the_missing_value_rule_holds_on_every_path() {
 /// does, gives the same answers: the NaN option travels with the plan.
 #[cfg(feature = "ballista")]
 async fn ballista_round_trip(case: &FillCase, from: &str) {
-    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+    use datafusion_proto::bytes::{
+        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    };
     use datafusion_tet::ballista::TetPhysicalExtensionCodec;
     let codec = TetPhysicalExtensionCodec::default();
     for pushdown in [true, false] {
@@ -295,8 +309,16 @@ async fn ballista_round_trip(case: &FillCase, from: &str) {
         // Decoded in a session that does not set the option: the plan carries it.
         let fresh = ctx_for_decoding();
         let back = physical_plan_from_bytes_with_extension_codec(&bytes, &fresh.task_ctx(), &codec).unwrap();
-        let got = numbers(rows_of(&datafusion::physical_plan::collect(back, fresh.task_ctx()).await.unwrap()));
-        assert_numbers(&got, &case.expected(None), &format!("{} after the codec, pushdown {pushdown}", case.name));
+        let got = numbers(rows_of(
+            &datafusion::physical_plan::collect(back, fresh.task_ctx())
+                .await
+                .unwrap(),
+        ));
+        assert_numbers(
+            &got,
+            &case.expected(None),
+            &format!("{} after the codec, pushdown {pushdown}", case.name),
+        );
     }
 }
 
@@ -328,7 +350,10 @@ async fn attributes_are_field_metadata() {
     .unwrap();
     w.write_path(&path).unwrap();
     let ctx = ctx();
-    let df = ctx.sql(&format!("SELECT * FROM tet('{}', 't')", path.display())).await.unwrap();
+    let df = ctx
+        .sql(&format!("SELECT * FROM tet('{}', 't')", path.display()))
+        .await
+        .unwrap();
     let schema = df.schema().as_arrow().clone();
     let v = schema.field_with_name("v").unwrap();
     assert_eq!(v.data_type(), &arrow::datatypes::DataType::Float64);
@@ -339,7 +364,10 @@ async fn attributes_are_field_metadata() {
     assert_eq!(time.metadata().get("standard_name").map(String::as_str), Some("time"));
     // The batches carry the same schema.
     let batches = df.collect().await.unwrap();
-    assert_eq!(batches[0].schema().field_with_name("v").unwrap().metadata(), v.metadata());
+    assert_eq!(
+        batches[0].schema().field_with_name("v").unwrap().metadata(),
+        v.metadata()
+    );
     let got = rows(
         &ctx,
         &format!(
@@ -349,6 +377,17 @@ async fn attributes_are_field_metadata() {
     )
     .await;
     assert_eq!(got, vec![vec![Val::Str("2024-01-01T06:00:00".into()), Val::Float(3.5)]]);
+    // The filter on the decoded time axis is an Exact pushdown: no FilterExec remains.
+    let plan = rows(
+        &ctx,
+        &format!(
+            "EXPLAIN SELECT v FROM tet('{}', 't') WHERE time >= TIMESTAMP '2024-01-01T06:00:00'",
+            path.display()
+        ),
+    )
+    .await;
+    let text = format!("{plan:?}");
+    assert!(text.contains("TetScanExec") && !text.contains("FilterExec"), "{text}");
 }
 
 #[tokio::test]
@@ -360,7 +399,11 @@ async fn bad_cf_attributes_are_errors_naming_the_dataset_and_attribute() {
         (vec![("_FillValue", "missing")], vec![], "_FillValue"),
         (vec![("scale_factor", "big")], vec![], "scale_factor"),
         (vec![], vec![("units", "hours since the war")], "units"),
-        (vec![], vec![("units", "days since 2000-01-01"), ("calendar", "mayan")], "calendar"),
+        (
+            vec![],
+            vec![("units", "days since 2000-01-01"), ("calendar", "mayan")],
+            "calendar",
+        ),
         (vec![], vec![("units", "days since 1000-01-01")], "outside the range"),
     ]
     .into_iter()
@@ -378,7 +421,10 @@ async fn bad_cf_attributes_are_errors_naming_the_dataset_and_attribute() {
         let mut w = TetWriter::new();
         w.dataset(spec).unwrap().dataset(time).unwrap();
         w.write_path(&path).unwrap();
-        let err = match ctx().sql(&format!("SELECT * FROM tet('{}', 'd')", path.display())).await {
+        let err = match ctx()
+            .sql(&format!("SELECT * FROM tet('{}', 'd')", path.display()))
+            .await
+        {
             Ok(df) => df.collect().await.unwrap_err().to_string(),
             Err(e) => e.to_string(),
         };
@@ -400,13 +446,21 @@ fn upstream_tet() -> Option<PathBuf> {
     if ci.exists() {
         return Some(ci);
     }
-    std::process::Command::new("tet").arg("--version").output().ok().filter(|o| o.status.success()).map(|_| "tet".into())
+    std::process::Command::new("tet")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| "tet".into())
 }
 
 /// Build the corpus in a fresh directory: (directory, xarray's answers).
 fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
     let skip = |why: String| {
-        assert!(!servers::required(), "the CF corpus cannot be built, and CI requires it: {why}");
+        assert!(
+            !servers::required(),
+            "the CF corpus cannot be built, and CI requires it: {why}"
+        );
         eprintln!("NOTICE: skipping the CF corpus test: {why}");
         None
     };
@@ -416,7 +470,12 @@ fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let dir = tempdir();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cf/corpus.py");
-    let out = match std::process::Command::new(&python).arg(&script).arg(dir.path()).arg(&tet).output() {
+    let out = match std::process::Command::new(&python)
+        .arg(&script)
+        .arg(dir.path())
+        .arg(&tet)
+        .output()
+    {
         Ok(o) => o,
         Err(e) => return skip(format!("{python}: {e}")),
     };
@@ -476,9 +535,8 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
     let Some((dir, answers)) = corpus() else { return };
     let dir = dir.path();
     let era5 = &answers["era5"];
-    let col = |t: &Vec<Vec<String>>, c: usize| -> Vec<Option<f64>> {
-        t.iter().map(|r| r[c].parse::<f64>().ok()).collect()
-    };
+    let col =
+        |t: &Vec<Vec<String>>, c: usize| -> Vec<Option<f64>> { t.iter().map(|r| r[c].parse::<f64>().ok()).collect() };
     for pushdown in ["true", "false"] {
         let set = format!("SET tet.aggregate_pushdown = {pushdown}");
         let setup = [set.as_str()];
@@ -488,9 +546,13 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
             &setup,
             &[
                 &q("SELECT time FROM tet('era5.tet', 't2m') ORDER BY time LIMIT 1"),
-                &q("SELECT latitude, avg(v), count(v) FROM tet('era5.tet', 't2m') GROUP BY latitude ORDER BY latitude DESC"),
+                &q(
+                    "SELECT latitude, avg(v), count(v) FROM tet('era5.tet', 't2m') GROUP BY latitude ORDER BY latitude DESC",
+                ),
                 &q("SELECT time, avg(v) FROM tet('era5.tet', 'sst') GROUP BY time ORDER BY time"),
-                &q("SELECT count(v) FROM tet('era5.tet', 't2m') WHERE time >= TIMESTAMP '2024-01-01T12:00:00' AND time < TIMESTAMP '2024-01-02T06:00:00'"),
+                &q(
+                    "SELECT count(v) FROM tet('era5.tet', 't2m') WHERE time >= TIMESTAMP '2024-01-01T12:00:00' AND time < TIMESTAMP '2024-01-02T06:00:00'",
+                ),
                 &q("SELECT date_trunc('day', time) AS d, avg(v) FROM tet('era5.tet', 't2m') GROUP BY d ORDER BY d"),
                 &q("SELECT extract(hour FROM time) AS h, avg(v) FROM tet('era5.tet', 't2m') GROUP BY h ORDER BY h"),
             ],
@@ -499,7 +561,12 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
         assert_eq!(t[0][0][0], era5["time0"].as_str().unwrap(), "{what}");
         assert_near(&col(&t[1], 0), &f64s(&era5["lat"]), &what);
         assert_near(&col(&t[1], 1), &f64s(&era5["zonal_t2m"]), &what);
-        let counts: Vec<Option<f64>> = era5["zonal_count"].as_array().unwrap().iter().map(|v| v.as_f64()).collect();
+        let counts: Vec<Option<f64>> = era5["zonal_count"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64())
+            .collect();
         assert_eq!(col(&t[1], 2), counts, "{what}");
         assert_near(&col(&t[2], 1), &f64s(&era5["per_time_sst"]), &what);
         assert_eq!(t[3][0][0], era5["range_count"].to_string(), "{what}");
@@ -520,20 +587,35 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
             .iter()
             .map(|k| packed[*k].as_f64())
             .collect();
-        assert_near(&col(&t[0], 0).into_iter().chain((1..6).flat_map(|c| col(&t[0], c))).collect::<Vec<_>>(), &want, &what);
+        assert_near(
+            &col(&t[0], 0)
+                .into_iter()
+                .chain((1..6).flat_map(|c| col(&t[0], c)))
+                .collect::<Vec<_>>(),
+            &want,
+            &what,
+        );
         assert_near(&col(&t[1], 1), &f64s(&packed["per_step_mean"]), &what);
         assert_eq!(t[2][0][0], packed["above"].to_string(), "{what}");
     }
     // Calendars: the arithmetic equals cftime's for every date, and the axis as tet-sql
     // shows it equals cftime's dates where Timestamp(ns) can hold them (1677-2262).
     for (name, c) in answers["calendars"].as_object().unwrap() {
-        let dates: Vec<&str> = c["dates"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+        let dates: Vec<&str> = c["dates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
         let attrs = BTreeMap::from([
             ("units".to_owned(), c["units"].as_str().unwrap().to_owned()),
             ("calendar".to_owned(), c["calendar"].as_str().unwrap().to_owned()),
         ]);
         let t = CfTime::from_attrs(&attrs).unwrap().unwrap();
-        let ours: Vec<String> = f64s(&c["values"]).iter().map(|x| t.at(x.unwrap()).unwrap().iso()).collect();
+        let ours: Vec<String> = f64s(&c["values"])
+            .iter()
+            .map(|x| t.at(x.unwrap()).unwrap().iso())
+            .collect();
         assert_eq!(ours, dates, "{name}: {attrs:?}");
         if dates.iter().any(|d| !("1678".."2262").contains(&&d[..4])) {
             continue;

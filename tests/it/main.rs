@@ -7,9 +7,9 @@
 mod agg_differential;
 #[cfg(all(feature = "ballista", feature = "cli"))]
 mod ballista;
+mod cf;
 #[cfg(feature = "cli")]
 mod cli;
-mod cf;
 mod common;
 mod faulty_http;
 mod format_fixtures;
