@@ -43,13 +43,11 @@ impl MissingValues {
         self.values.is_empty() && !self.nan
     }
 
-    /// Whether the element `b` (LE bytes of `dtype`) is missing.
-    pub fn matches(&self, dtype: DType, b: &[u8]) -> bool {
-        let Ok(x) = dtype.decode(b) else { return false };
-        if self.nan && matches!(x, Scalar::F64(f) if f.is_nan()) {
-            return true;
-        }
-        self.values.iter().any(|v| dtype.decode(v).is_ok_and(|v| v == x))
+    /// The rule as a test of decoded elements of `dtype` (the values decoded once).
+    pub fn matcher(&self, dtype: DType) -> impl Fn(Scalar) -> bool + use<> {
+        let values: Vec<Scalar> = self.values.iter().filter_map(|v| dtype.decode(v).ok()).collect();
+        let nan = self.nan;
+        move |x| (nan && matches!(x, Scalar::F64(f) if f.is_nan())) || values.contains(&x)
     }
 }
 
@@ -255,10 +253,10 @@ mod tests {
         let m = dataset(DType::F64, &[("_FillValue", "0")])
             .missing_values(false)
             .unwrap();
-        assert!(m.matches(DType::F64, &(-0.0f64).to_le_bytes()));
-        assert!(!m.matches(DType::F64, &f64::NAN.to_le_bytes()));
+        assert!(m.matcher(DType::F64)(Scalar::F64(-0.0)));
+        assert!(!m.matcher(DType::F64)(Scalar::F64(f64::NAN)));
         let m = dataset(DType::F64, &[]).missing_values(true).unwrap();
-        assert!(m.matches(DType::F64, &f64::NAN.to_le_bytes()));
+        assert!(m.matcher(DType::F64)(Scalar::F64(f64::NAN)));
         assert!(dataset(DType::I32, &[]).missing_values(true).unwrap().is_empty());
         let err = dataset(DType::F32, &[("_FillValue", "none")])
             .missing_values(false)

@@ -112,23 +112,6 @@ impl DType {
         let bytes = buf.get(start..start.checked_add(s)?)?;
         self.decode(bytes).ok()
     }
-
-    /// Parse a textual value (e.g. a `_FillValue` attribute) into this dtype's LE bytes.
-    pub fn parse_le(self, text: &str) -> Option<Vec<u8>> {
-        let t = text.trim();
-        Some(match self {
-            DType::F32 => t.parse::<f32>().ok()?.to_le_bytes().to_vec(),
-            DType::F64 => t.parse::<f64>().ok()?.to_le_bytes().to_vec(),
-            DType::F16 => f16::from_f32(t.parse::<f32>().ok()?).to_le_bytes().to_vec(),
-            DType::I32 => t.parse::<i32>().ok()?.to_le_bytes().to_vec(),
-            DType::I64 => t.parse::<i64>().ok()?.to_le_bytes().to_vec(),
-            DType::I16 => t.parse::<i16>().ok()?.to_le_bytes().to_vec(),
-            DType::U8 => t.parse::<u8>().ok()?.to_le_bytes().to_vec(),
-            DType::U16 => t.parse::<u16>().ok()?.to_le_bytes().to_vec(),
-            DType::U32 => t.parse::<u32>().ok()?.to_le_bytes().to_vec(),
-            DType::U64 => t.parse::<u64>().ok()?.to_le_bytes().to_vec(),
-        })
-    }
 }
 
 /// Run `$body` with `$T` bound to the native element type of `$dtype` (a [`DType`]): the

@@ -208,10 +208,12 @@ impl<'a> TetWriter<'a> {
         for (id, (rec, spec)) in self.datasets.iter().enumerate() {
             let size = rec.dtype.size() as u64;
             // Zone statistics leave out the cells the reader treats as NULL.
-            let missing = match self.zone_maps {
-                true => super::cf::missing_values_of(&rec.name, rec.dtype, &spec.meta.attrs, false)?,
-                false => MissingValues::default(),
+            let missing = if self.zone_maps {
+                super::cf::missing_values_of(&rec.name, rec.dtype, &spec.meta.attrs, false)?
+            } else {
+                MissingValues::default()
             };
+            let is_missing = missing.matcher(rec.dtype);
             for linear in 0..rec.chunk_count {
                 let coords = rec.chunk_coords(linear);
                 let (start, extent) = rec.tile_box(&coords);
@@ -248,7 +250,7 @@ impl<'a> TetWriter<'a> {
                 });
                 pos = aligned + stored.len() as u64;
                 if self.zone_maps {
-                    zones.push(zone_stat(id as u64, &coords, rec.dtype, &tile, &missing));
+                    zones.push(zone_stat(id as u64, &coords, rec.dtype, &tile, &is_missing));
                 }
             }
         }
@@ -410,7 +412,13 @@ fn check_meta(region: &str, rec: &DatasetRecord, meta: &DatasetMeta) -> Result<(
     Ok(())
 }
 
-fn zone_stat(dataset_id: u64, coords: &[u64], dtype: DType, tile: &[u8], missing: &MissingValues) -> ZoneChunkWire {
+fn zone_stat(
+    dataset_id: u64,
+    coords: &[u64],
+    dtype: DType,
+    tile: &[u8],
+    is_missing: &dyn Fn(Scalar) -> bool,
+) -> ZoneChunkWire {
     let size = dtype.size();
     let mut nulls = 0u64;
     let mut min: Option<(Scalar, usize)> = None;
@@ -418,7 +426,7 @@ fn zone_stat(dataset_id: u64, coords: &[u64], dtype: DType, tile: &[u8], missing
     for (i, b) in tile.chunks_exact(size).enumerate() {
         let Ok(v) = dtype.decode(b) else { continue };
         let is_nan = matches!(v, Scalar::F64(x) if x.is_nan());
-        if is_nan || missing.matches(dtype, b) {
+        if is_nan || is_missing(v) {
             nulls += 1;
             continue;
         }

@@ -307,7 +307,7 @@ async fn ballista_round_trip(case: &FillCase, from: &str) {
             .unwrap();
         let bytes = physical_plan_to_bytes_with_extension_codec(plan, &codec).unwrap();
         // Decoded in a session that does not set the option: the plan carries it.
-        let fresh = ctx_for_decoding();
+        let fresh = crate::common::ctx();
         let back = physical_plan_from_bytes_with_extension_codec(&bytes, &fresh.task_ctx(), &codec).unwrap();
         let got = numbers(rows_of(
             &datafusion::physical_plan::collect(back, fresh.task_ctx())
@@ -320,11 +320,6 @@ async fn ballista_round_trip(case: &FillCase, from: &str) {
             &format!("{} after the codec, pushdown {pushdown}", case.name),
         );
     }
-}
-
-#[cfg(feature = "ballista")]
-fn ctx_for_decoding() -> SessionContext {
-    ctx()
 }
 
 #[tokio::test]
