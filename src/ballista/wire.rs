@@ -14,7 +14,10 @@
 
 use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
 use crate::io::{SourceVersion, TetSource, remote_url};
-use crate::plan::{AccessPlan, AggFunc, AggSpec, Aggregation, AxisSelection, PruningCounts, TableModel, tasks_by_id};
+use crate::plan::{
+    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, PruningCounts, TableModel,
+    tasks_by_id,
+};
 use crate::sql::{MetadataKind, TetConfig, TetMetadataTable, TetPartialAggregate, TetTableProvider, merge_functions};
 use arrow::datatypes::{DataType, SchemaRef};
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
@@ -22,7 +25,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{Result, TableReference, plan_datafusion_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan};
+use datafusion::logical_expr::{AggregateUDF, Expr, Extension, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
@@ -35,7 +38,7 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 3;
+pub const WIRE_VERSION: u32 = 4;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -111,15 +114,41 @@ pub struct AggSpecNode {
     pub func: String,
     #[prost(message, optional, tag = "2")]
     pub input_type: Option<ArrowType>,
+    /// The input expression, when it is not `v` (or an affine map of it).
+    #[prost(message, optional, tag = "3")]
+    pub expr: Option<LogicalExprNode>,
+    /// `FILTER (WHERE …)`.
+    #[prost(message, optional, tag = "4")]
+    pub filter: Option<LogicalExprNode>,
+    /// An affine input `v·scale + offset`.
+    #[prost(double, optional, tag = "5")]
+    pub scale: Option<f64>,
+    #[prost(double, optional, tag = "6")]
+    pub offset: Option<f64>,
 }
 
-/// Grouped axes and aggregates.
+/// A group key: axis `axis`, or an expression of it.
+#[derive(Clone, PartialEq, Message)]
+pub struct GroupKeyNode {
+    #[prost(uint32, tag = "1")]
+    pub axis: u32,
+    #[prost(message, optional, tag = "2")]
+    pub expr: Option<LogicalExprNode>,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(message, optional, tag = "4")]
+    pub data_type: Option<ArrowType>,
+}
+
+/// Group keys, aggregates and the row filter.
 #[derive(Clone, PartialEq, Message)]
 pub struct AggregationNode {
-    #[prost(uint32, repeated, tag = "1")]
-    pub groups: Vec<u32>,
+    #[prost(message, repeated, tag = "1")]
+    pub groups: Vec<GroupKeyNode>,
     #[prost(message, repeated, tag = "2")]
     pub aggs: Vec<AggSpecNode>,
+    #[prost(message, optional, tag = "3")]
+    pub filter: Option<LogicalExprNode>,
 }
 
 /// The selected ranges of one axis, as `lo, hi` pairs.
@@ -265,41 +294,103 @@ fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> 
     Ok(table.with_nan_is_null(f.nan_is_null))
 }
 
+fn expr_node(e: &Expr) -> Result<LogicalExprNode> {
+    serialize_expr(e, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from)
+}
+
+fn expr_of(n: &LogicalExprNode, ctx: &TaskContext) -> Result<Expr> {
+    parse_expr(n, ctx, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from)
+}
+
+fn type_node(t: &DataType) -> Result<ArrowType> {
+    ArrowType::try_from(t).map_err(|e| plan_datafusion_err!("encoding a tet aggregate: {e}"))
+}
+
+fn type_of(n: Option<&ArrowType>) -> Result<DataType> {
+    DataType::try_from(required(n, "type")?)
+        .map_err(|e| plan_datafusion_err!("a tet aggregate names an unknown type: {e}"))
+}
+
 fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {
     Ok(AggregationNode {
-        groups: a.groups.iter().map(|&d| d as u32).collect(),
+        groups: a
+            .groups
+            .iter()
+            .map(|k| {
+                Ok(GroupKeyNode {
+                    axis: k.axis as u32,
+                    expr: k.expr.as_ref().map(expr_node).transpose()?,
+                    name: k.name.clone(),
+                    data_type: Some(type_node(&k.data_type)?),
+                })
+            })
+            .collect::<Result<_>>()?,
         aggs: a
             .aggs
             .iter()
             .map(|s| {
+                let (expr, affine) = match &s.input {
+                    AggInput::Value { affine } => (None, *affine),
+                    AggInput::Expr(e) => (Some(expr_node(e)?), None),
+                };
                 Ok(AggSpecNode {
                     func: s.func.name().to_owned(),
-                    input_type: Some(
-                        ArrowType::try_from(&s.input_type)
-                            .map_err(|e| plan_datafusion_err!("encoding a tet aggregate: {e}"))?,
-                    ),
+                    input_type: Some(type_node(&s.input_type)?),
+                    expr,
+                    filter: s.filter.as_ref().map(expr_node).transpose()?,
+                    scale: affine.map(|m| m.scale),
+                    offset: affine.map(|m| m.offset),
                 })
             })
             .collect::<Result<_>>()?,
+        filter: a.filter.as_ref().map(expr_node).transpose()?,
     })
 }
 
-fn aggregation_of(n: Option<AggregationNode>, table: &TableModel) -> Result<Aggregation> {
+fn aggregation_of(n: Option<AggregationNode>, table: &TableModel, ctx: &TaskContext) -> Result<Aggregation> {
     let n = required(n, "aggregation")?;
+    let groups = n
+        .groups
+        .iter()
+        .map(|k| {
+            Ok(GroupKey {
+                axis: k.axis as usize,
+                expr: k.expr.as_ref().map(|e| expr_of(e, ctx)).transpose()?,
+                name: k.name.clone(),
+                data_type: type_of(k.data_type.as_ref())?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let aggs = n
         .aggs
         .iter()
         .map(|a| {
             let func = AggFunc::from_name(&a.func)
                 .ok_or_else(|| plan_datafusion_err!("a tet aggregate names an unknown function {:?}", a.func))?;
-            let input_type = DataType::try_from(required(a.input_type.as_ref(), "input type")?)
-                .map_err(|e| plan_datafusion_err!("a tet aggregate names an unknown type: {e}"))?;
-            Ok(AggSpec { func, input_type })
+            let input = match (&a.expr, a.scale, a.offset) {
+                (Some(e), None, None) => AggInput::Expr(expr_of(e, ctx)?),
+                (None, Some(scale), Some(offset)) => AggInput::Value {
+                    affine: Some(Affine { scale, offset }),
+                },
+                (None, None, None) => AggInput::Value { affine: None },
+                _ => {
+                    return Err(plan_datafusion_err!(
+                        "a tet aggregate with an expression and an affine map"
+                    ));
+                }
+            };
+            Ok(AggSpec {
+                func,
+                input_type: type_of(a.input_type.as_ref())?,
+                input,
+                filter: a.filter.as_ref().map(|e| expr_of(e, ctx)).transpose()?,
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let aggregation = Aggregation {
-        groups: n.groups.iter().map(|&d| d as usize).collect(),
+        groups,
         aggs,
+        filter: n.filter.as_ref().map(|e| expr_of(e, ctx)).transpose()?,
     };
     aggregation.check(table).map_err(|e| {
         plan_datafusion_err!(
@@ -435,12 +526,8 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
             node::Kind::PartialAggregate(n) => {
                 let table = open_table(n.file, ctx)?;
                 // Filters are plain expressions over the table's columns.
-                let filters = n
-                    .filters
-                    .iter()
-                    .map(|e| parse_expr(e, ctx, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from))
-                    .collect::<Result<Vec<_>>>()?;
-                let aggregation = aggregation_of(n.aggregation, &table)?;
+                let filters = n.filters.iter().map(|e| expr_of(e, ctx)).collect::<Result<Vec<_>>>()?;
+                let aggregation = aggregation_of(n.aggregation, &table, ctx)?;
                 Arc::new(TetPartialAggregate::new(table, filters, aggregation))
             }
             node::Kind::Metadata(n) => {
@@ -486,11 +573,7 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
             return encode(node::Kind::Metadata(n), buf);
         }
         if let Some(p) = node.downcast_ref::<TetPartialAggregate>() {
-            let filters = p
-                .filters()
-                .iter()
-                .map(|f| serialize_expr(f, &DefaultLogicalExtensionCodec {}).map_err(DataFusionError::from))
-                .collect::<Result<Vec<_>>>()?;
+            let filters = p.filters().iter().map(expr_node).collect::<Result<Vec<_>>>()?;
             let n = PartialAggregateNode {
                 file: Some(file_ref(p.table())),
                 filters,
@@ -564,7 +647,7 @@ impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
             }
             node::Kind::Aggregate(n) => {
                 let table = open_table(n.file, ctx)?;
-                let aggregation = aggregation_of(n.aggregation, &table)?;
+                let aggregation = aggregation_of(n.aggregation, &table, ctx)?;
                 let feed = feed_of(&table, n.access, inputs)?;
                 Ok(Arc::new(TetAggregateExec::try_new(table, aggregation, feed, fetch)?))
             }

@@ -1,25 +1,40 @@
 //! [`TetAggregateExec`]: grouped aggregation folded straight from payload bytes.
 //!
-//! Each output partition folds the selected sub-boxes of its chunks into dense
-//! accumulators indexed by the grouped axes (group count = product of the selected extents
-//! of those axes) and emits one row per group it touched: the group's axis values, then
-//! the partial states of each aggregate (see [`Aggregation::state_columns`]). A merge aggregate
-//! above (built by the logical rewrite in `sql`) combines partitions and groups whose
-//! labels are equal. Index columns are never materialised.
+//! Each output partition folds the selected cells of its chunks into dense accumulators
+//! indexed by the group keys ([`GroupIndex`]: one id per distinct key tuple of each grouped
+//! axis) and emits one row per group it touched: the group's keys, then the partial states
+//! of each aggregate (see [`Aggregation::state_columns`]). A merge aggregate above (built
+//! by the logical rewrite in `sql`) combines partitions and groups whose keys are equal.
+//!
+//! Aggregates share accumulators by input ([`Input`]): the stored values of the tile,
+//! optionally kept by a range (`WHERE`/`FILTER` comparisons of `v`), fold in the
+//! vectorized kernels, and their states are mapped at emit (packing, affine inputs such as
+//! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
+//! cells ([`TileExprs`]) and folded from the resulting arrays.
 
 use super::ChunkFeed;
-use super::fold::{Accumulators, Elem, Missing, Needs, fold_elementwise, fold_run};
+use super::expr::TileExprs;
+use super::fold::{
+    Accumulators, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_elementwise, fold_run, fold_value,
+};
+use super::groups::{GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
 use crate::format::{elements, with_dtype};
 use crate::io::FetchOptions;
-use crate::plan::{AggFunc, AggSpec, Aggregation, AxisSelection, ChunkTask, State, StateColumn, TableModel};
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, SchemaRef};
+use crate::plan::{
+    Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
+    TableModel, VALUE_COLUMN, value_range,
+};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
+use arrow::buffer::Buffer;
+use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, UInt64Type};
+use datafusion::common::Column;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Expr, cast};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
@@ -46,66 +61,148 @@ fn needs(spec: &AggSpec) -> Needs {
     n
 }
 
-/// Which accumulators an aggregation needs.
-fn needs_of(aggregation: &Aggregation) -> Needs {
-    aggregation.aggs.iter().map(needs).fold(Needs::default(), |a, b| Needs {
+fn union(a: Needs, b: Needs) -> Needs {
+    Needs {
         fsum: a.fsum || b.fsum,
         isum: a.isum || b.isum,
         min_max: a.min_max || b.min_max,
         moments: a.moments || b.moments,
-    })
-}
-
-/// Dense group indexing over the grouped axes.
-#[derive(Debug)]
-struct GroupIndex {
-    /// Per axis: dense index of each position (u32::MAX when not grouped / not selected).
-    dense: Vec<Option<Vec<u32>>>,
-    /// Per axis: stride of its dense index in the group index (0 when not grouped).
-    stride: Vec<usize>,
-    /// Per grouped axis (output order): positions of its dense indices.
-    positions: Vec<Vec<u64>>,
-    count: usize,
-}
-
-impl GroupIndex {
-    fn new(aggregation: &Aggregation, sel: &[AxisSelection]) -> GroupIndex {
-        let n = sel.len();
-        let mut dense = vec![None; n];
-        let mut stride = vec![0usize; n];
-        let mut positions = Vec::new();
-        let mut s = 1usize;
-        for &d in aggregation.groups.iter().rev() {
-            let pos: Vec<u64> = sel[d].positions().collect();
-            let mut map = vec![u32::MAX; sel[d].extent() as usize];
-            for (k, &p) in pos.iter().enumerate() {
-                map[p as usize] = k as u32;
-            }
-            dense[d] = Some(map);
-            stride[d] = s;
-            s *= pos.len().max(1);
-            positions.push(pos);
-        }
-        positions.reverse();
-        let count = aggregation
-            .groups
-            .iter()
-            .map(|&d| sel[d].count() as usize)
-            .product::<usize>();
-        GroupIndex {
-            dense,
-            stride,
-            positions,
-            count,
-        }
     }
+}
 
-    #[inline]
-    fn offset(&self, d: usize, pos: u64) -> usize {
-        match &self.dense[d] {
-            Some(m) => m[pos as usize] as usize * self.stride[d],
-            None => 0,
+/// What one set of accumulators folds.
+#[derive(Debug, Clone, PartialEq)]
+enum Source {
+    /// The tile's stored values, kept by a range of them.
+    Stored { range: Option<KeyRange> },
+    /// Expression `value` (index into the [`TileExprs`]; `None`: cells only) over the cells
+    /// that pass the row filter and where expression `filter` is true. Both are evaluated
+    /// on the rows the row filter keeps, as DataFusion evaluates them above its filter.
+    Evaluated {
+        value: Option<usize>,
+        filter: Option<usize>,
+    },
+}
+
+/// One set of accumulators and how to read them.
+#[derive(Debug, Clone)]
+struct Input {
+    source: Source,
+    needs: Needs,
+    /// The folded values are floats (else integers).
+    float: bool,
+    /// Integers folded are unsigned.
+    unsigned: bool,
+    /// The folded values are the stored ones of a packed dataset.
+    packed: bool,
+}
+
+/// How an aggregation folds: its inputs, which input each aggregate reads, the
+/// expressions evaluated per tile, and the input whose cells decide which groups exist.
+#[derive(Debug)]
+struct FoldPlan {
+    inputs: Vec<Input>,
+    /// Per aggregate: its input.
+    of_agg: Vec<usize>,
+    /// The input counting the rows that pass the row filter.
+    rows: usize,
+    exprs: TileExprs,
+    /// The row filter (index into `exprs`), when an evaluated input needs it.
+    row_filter: Option<usize>,
+}
+
+impl FoldPlan {
+    fn new(table: &TableModel, aggregation: &Aggregation) -> Result<Self> {
+        let dtype = table.dataset().dtype();
+        let mut exprs: Vec<Expr> = Vec::new();
+        let mut expr_index = |e: Expr| match exprs.iter().position(|x| *x == e) {
+            Some(i) => i,
+            None => {
+                exprs.push(e);
+                exprs.len() - 1
+            }
+        };
+        let row_filter = aggregation.filter.clone();
+        let mut inputs: Vec<Input> = Vec::new();
+        let mut add = |input: Input| match inputs.iter().position(|x| x.source == input.source) {
+            Some(i) => {
+                inputs[i].needs = union(inputs[i].needs, input.needs);
+                i
+            }
+            None => {
+                inputs.push(input);
+                inputs.len() - 1
+            }
+        };
+        let stored = |range| Input {
+            source: Source::Stored { range },
+            needs: Needs::default(),
+            float: dtype.is_float(),
+            unsigned: dtype.is_unsigned(),
+            packed: table.packing.is_some(),
+        };
+        // Either filter as a range of the stored values, both combined.
+        let range_of = |f: &Option<Expr>| match f {
+            None => Some(None),
+            Some(e) => value_range(table, e).map(Some),
+        };
+        let combined = |f: &Option<Expr>| -> Option<Option<KeyRange>> {
+            match (range_of(&row_filter)?, range_of(f)?) {
+                (Some(a), Some(b)) => Some(Some(a.and(b))),
+                (a, b) => Some(a.or(b)),
+            }
+        };
+        let mut evaluated = |value: Option<Expr>, filter: &Option<Expr>, a: Option<&AggSpec>| Input {
+            source: Source::Evaluated {
+                value: value.map(&mut expr_index),
+                filter: filter.clone().map(&mut expr_index),
+            },
+            needs: Needs::default(),
+            float: a.is_some_and(|a| a.input_type.is_floating()),
+            unsigned: a.is_some_and(|a| a.input_type.is_unsigned_integer()),
+            packed: false,
+        };
+        let rows = match combined(&None) {
+            Some(range) => add(stored(range)),
+            None => add(evaluated(None, &None, None)),
+        };
+        let mut of_agg = Vec::new();
+        for a in &aggregation.aggs {
+            let plain = matches!(a.input, AggInput::Value { .. }) || a.func == AggFunc::CountStar;
+            let input = match (plain, combined(&a.filter)) {
+                (true, Some(range)) => stored(range),
+                _ => {
+                    let value = match (&a.input, a.func) {
+                        (_, AggFunc::CountStar) => None,
+                        (AggInput::Value { .. }, _) => {
+                            let v = Expr::Column(Column::from_name(VALUE_COLUMN));
+                            Some(if a.input_type == table.value_type() {
+                                v
+                            } else {
+                                cast(v, a.input_type.clone())
+                            })
+                        }
+                        (AggInput::Expr(e), _) => Some(e.clone()),
+                    };
+                    evaluated(value, &a.filter, Some(a))
+                }
+            };
+            let i = add(Input {
+                needs: needs(a),
+                ..input
+            });
+            of_agg.push(i);
         }
+        let uses_rows = inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
+        let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
+        let exprs = TileExprs::new(table, &exprs)?;
+        Ok(FoldPlan {
+            inputs,
+            of_agg,
+            rows,
+            exprs,
+            row_filter,
+        })
     }
 }
 
@@ -117,6 +214,7 @@ pub struct TetAggregateExec {
     feed: ChunkFeed,
     fetch: FetchOptions,
     schema: SchemaRef,
+    fold: Arc<FoldPlan>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -133,9 +231,11 @@ impl TetAggregateExec {
         if let Err(e) = aggregation.check(&table) {
             return internal_err!("TetAggregateExec over {}: {e}", table.source.location);
         }
-        let schema = aggregation.schema(&table.axes);
+        let schema = aggregation.schema();
+        let fold = Arc::new(FoldPlan::new(&table, &aggregation)?);
         Ok(TetAggregateExec {
             cache: Arc::new(Self::properties_for(&schema, &feed)),
+            fold,
             table,
             aggregation,
             feed,
@@ -156,6 +256,7 @@ impl TetAggregateExec {
             aggregation: self.aggregation.clone(),
             fetch: self.fetch,
             schema: self.schema.clone(),
+            fold: self.fold.clone(),
             cache: Arc::new(Self::properties_for(&self.schema, &feed)),
             feed,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -179,18 +280,39 @@ impl TetAggregateExec {
 
     fn describe(&self) -> (String, String) {
         let axes = &self.table.axes;
-        let groups: Vec<&str> = self.aggregation.groups.iter().map(|&d| axes[d].name.as_str()).collect();
+        let groups: Vec<String> = self
+            .aggregation
+            .groups
+            .iter()
+            .map(|k| match &k.expr {
+                None => axes[k.axis].name.clone(),
+                Some(e) => e.to_string(),
+            })
+            .collect();
         let v_type = self.table.value_type();
-        let aggs: Vec<String> = self
+        let mut aggs: Vec<String> = self
             .aggregation
             .aggs
             .iter()
-            .map(|a| match a.func {
-                AggFunc::CountStar => "count(*)".to_string(),
-                f if a.input_type == v_type => format!("{}(v)", f.name()),
-                f => format!("{}(v AS {})", f.name(), a.input_type),
+            .map(|a| {
+                let arg = match (&a.input, a.func) {
+                    (_, AggFunc::CountStar) => "count(*)".to_string(),
+                    (AggInput::Value { affine: None }, f) if a.input_type == v_type => format!("{}(v)", f.name()),
+                    (AggInput::Value { affine: None }, f) => format!("{}(v AS {})", f.name(), a.input_type),
+                    (AggInput::Value { affine: Some(m) }, f) => {
+                        format!("{}(v * {} + {})", f.name(), m.scale, m.offset)
+                    }
+                    (AggInput::Expr(e), f) => format!("{}({e})", f.name()),
+                };
+                match &a.filter {
+                    Some(p) => format!("{arg} FILTER (WHERE {p})"),
+                    None => arg,
+                }
             })
             .collect();
+        if let Some(p) = &self.aggregation.filter {
+            aggs.push(format!("where {p}"));
+        }
         (groups.join(", "), aggs.join(", "))
     }
 }
@@ -241,6 +363,7 @@ impl ExecutionPlan for TetAggregateExec {
         let job = FoldJob {
             table: table.clone(),
             aggregation: self.aggregation.clone(),
+            fold: self.fold.clone(),
             selection: self.feed.access.selection.clone(),
             schema: self.schema.clone(),
         };
@@ -259,8 +382,17 @@ impl ExecutionPlan for TetAggregateExec {
 struct FoldJob {
     table: Arc<TableModel>,
     aggregation: Aggregation,
+    fold: Arc<FoldPlan>,
     selection: Vec<AxisSelection>,
     schema: SchemaRef,
+}
+
+/// An evaluated input's values as one of the types the kernels fold.
+enum Values<'a> {
+    None,
+    F64(&'a [f64]),
+    I64(&'a [i64]),
+    U64(&'a [u64]),
 }
 
 impl FoldJob {
@@ -268,76 +400,150 @@ impl FoldJob {
         &self,
         mut payloads: BoxStream<'static, Result<Payload>>,
         metrics: &AggregateMetrics,
-    ) -> Result<(Accumulators, GroupIndex)> {
-        let ds = self.table.dataset();
-        let gi = GroupIndex::new(&self.aggregation, &self.selection);
-        let mut acc = Accumulators::new(gi.count, needs_of(&self.aggregation), ds.dtype().is_float());
+    ) -> Result<(Vec<Accumulators>, GroupIndex)> {
+        let table = &self.table;
+        let ds = table.dataset();
+        let gi = GroupIndex::new(table, &self.aggregation, &self.selection)?;
+        let mut accs: Vec<Accumulators> = self
+            .fold
+            .inputs
+            .iter()
+            .map(|i| Accumulators::new(gi.count, i.needs, i.float))
+            .collect();
         while let Some(next) = payloads.next().await {
             let (task, stored) = next?;
             let _fold = metrics.fold_time.timer();
             let _compute = metrics.baseline.elapsed_compute().timer();
             let start = task.tile_start(&ds.record.chunk_shape);
-            let Some(stored) = stored else {
-                fold_task::<u8>(&mut acc, &gi, &task, &start, None, &Missing::default());
-                continue;
+            let tile = match stored {
+                Some(stored) => {
+                    metrics.read.chunk(stored.len() as u64);
+                    Some(decode_tile(table, &task, stored)?)
+                }
+                None => None,
             };
-            metrics.read.chunk(stored.len() as u64);
-            let tile = decode_tile(&self.table, &task, stored)?;
-            with_dtype!(ds.dtype(), T => {
-                let missing = Missing::<T>::of(&self.table.missing);
-                fold_task::<T>(&mut acc, &gi, &task, &start, Some(&elements::<T>(&tile)), &missing)
-            })
+            // Expressions: the row filter over every selected cell, the rest over the
+            // cells it keeps.
+            let (row_mask, kept) = if self.fold.exprs.is_empty() {
+                (None, None)
+            } else {
+                let exprs = &self.fold.exprs;
+                let batch = exprs.batch(table, &task, &start, tile.as_ref())?;
+                match self.fold.row_filter {
+                    Some(i) => {
+                        let mask = boolean(exprs.evaluate(i, &batch)?)?;
+                        let kept = arrow::compute::filter_record_batch(&batch, &mask)?;
+                        (Some(mask), Some(kept))
+                    }
+                    None => (None, Some(batch)),
+                }
+            };
+            let mut evaluated: Vec<Option<ArrayRef>> = vec![None; self.fold.exprs.len()];
+            let mut eval = |i: usize| -> Result<ArrayRef> {
+                if evaluated[i].is_none() {
+                    let kept = kept
+                        .as_ref()
+                        .ok_or_else(|| DataFusionError::Internal("no batch".into()))?;
+                    evaluated[i] = Some(self.fold.exprs.evaluate(i, kept)?);
+                }
+                Ok(evaluated[i].clone().expect("just evaluated"))
+            };
+            for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
+                match &input.source {
+                    Source::Stored { range } => fold_stored(table, acc, &gi, &task, &start, tile.as_ref(), *range),
+                    Source::Evaluated { value, filter } => {
+                        let value = value.map(&mut eval).transpose()?;
+                        let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
+                        let masks = Masks {
+                            rows: row_mask.as_ref(),
+                            filter: filter.as_ref(),
+                        };
+                        fold_evaluated(input, acc, &gi, &task, &start, value.as_ref(), masks)?
+                    }
+                }
+            }
         }
-        Ok((acc, gi))
+        Ok((accs, gi))
     }
 
-    fn emit(&self, acc: &Accumulators, gi: &GroupIndex) -> Result<RecordBatch> {
-        let touched: Vec<usize> = (0..acc.len()).filter(|&g| acc.cells[g] > 0).collect();
-        let groups = &self.aggregation.groups;
-        let mut cols: Vec<ArrayRef> = Vec::new();
-        // Group g decomposes into dense indices in output order (row-major).
-        let mut div = 1usize;
-        let mut divisors = vec![0usize; groups.len()];
-        for k in (0..groups.len()).rev() {
-            divisors[k] = div;
-            div *= gi.positions[k].len().max(1);
-        }
-        for (k, &d) in groups.iter().enumerate() {
-            let pos: Vec<u64> = touched
-                .iter()
-                .map(|&g| gi.positions[k][(g / divisors[k]) % gi.positions[k].len()])
-                .collect();
-            cols.push(self.table.axes[d].take(&pos)?);
-        }
+    fn emit(&self, accs: &[Accumulators], gi: &GroupIndex) -> Result<RecordBatch> {
+        let rows = &accs[self.fold.rows];
+        let touched: Vec<usize> = (0..rows.len()).filter(|&g| rows.cells[g] > 0).collect();
+        let mut cols = gi.key_columns(&touched)?;
         for column in self.aggregation.state_columns() {
-            cols.push(self.state_array(&column, acc, &touched)?);
+            let i = self.fold.of_agg[column.agg];
+            cols.push(self.state_array(&column, &self.fold.inputs[i], &accs[i], &touched)?);
         }
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
 
     /// One partial-state column over the `touched` groups. The accumulators hold
-    /// statistics of the stored values; a packed dataset's are mapped to the unpacked
-    /// values here (`x·s + o`: sums by `s·sum + o·n`, means likewise, M2 by `s²`, and the
-    /// minimum and maximum swap when `s < 0`).
-    fn state_array(&self, column: &StateColumn, acc: &Accumulators, touched: &[usize]) -> Result<ArrayRef> {
+    /// statistics of the folded values; the aggregate's input is those values mapped by
+    /// an affine map (a packed dataset's `x·s + o`, an affine input such as `v * 1.8 + 32`,
+    /// or both): sums map by `s·sum + o·n`, means likewise, M2 by `s²`, and the minimum and
+    /// maximum swap when `s < 0`.
+    fn state_array(
+        &self,
+        column: &StateColumn,
+        input: &Input,
+        acc: &Accumulators,
+        touched: &[usize],
+    ) -> Result<ArrayRef> {
         let nonempty = |g: usize| acc.n[g] > 0;
         let f64s = |v: &[f64], map: &dyn Fn(usize, f64) -> f64| -> ArrayRef {
             Arc::new(Float64Array::from_iter(
                 touched.iter().map(|&g| nonempty(g).then(|| map(g, v[g]))),
             ))
         };
+        let spec = &self.aggregation.aggs[column.agg];
+        let packing = self.table.packing.filter(|_| input.packed).map(Affine::from);
+        let affine = match spec.input {
+            AggInput::Value { affine } => affine,
+            AggInput::Expr(_) => None,
+        };
+        let map = match (packing, affine) {
+            (Some(p), Some(a)) => Some(p.then(a)),
+            (p, a) => p.or(a),
+        };
+        // Extremes of the folded values: (smallest non-NaN, largest non-NaN, saw NaN).
+        let extreme = |g: usize, low: bool| -> f64 {
+            if !acc.fmin.is_empty() {
+                if low { acc.fmin[g] } else { acc.fmax[g] }
+            } else if low {
+                acc.imin[g] as f64
+            } else {
+                acc.imax[g] as f64
+            }
+        };
+        // The minimum or maximum of the folded values mapped by `m`, in DataFusion's
+        // order of floats: a positive NaN is the largest value, a negative one the
+        // smallest; without a number among them the extreme is a NaN of the other sign.
+        let float_extreme = |g: usize, is_min: bool, m: Affine| -> f64 {
+            let (beyond, other) = if is_min {
+                (NAN_NEGATIVE, -f64::NAN)
+            } else {
+                (NAN_POSITIVE, f64::NAN)
+            };
+            if !acc.nan.is_empty() && acc.nan[g] & beyond != 0 {
+                return other;
+            }
+            let raw = extreme(g, is_min == (m.scale >= 0.0));
+            if raw.is_nan() { -other } else { m.apply(raw) }
+        };
         let same = |_: usize, x: f64| x;
-        if let Some(p) = self.table.packing {
+        if let Some(m) = map {
             match column.state {
-                State::Sum => return Ok(f64s(&acc.fsum, &|g, x| p.scale * x + p.offset * acc.n[g] as f64)),
-                State::Mean => return Ok(f64s(&acc.mean, &|_, x| p.apply(x))),
-                State::M2 => return Ok(f64s(&acc.m2, &|_, x| p.scale * p.scale * x)),
+                State::Sum => return Ok(f64s(&acc.fsum, &|g, x| m.scale * x + m.offset * acc.n[g] as f64)),
+                State::Mean => return Ok(f64s(&acc.mean, &|_, x| m.apply(x))),
+                State::M2 => return Ok(f64s(&acc.m2, &|_, x| m.scale * m.scale * x)),
                 State::Min | State::Max => {
-                    let low = (column.state == State::Min) == (p.scale >= 0.0);
-                    let raw = if low { &acc.imin } else { &acc.imax };
-                    return Ok(Arc::new(Float64Array::from_iter(
-                        touched.iter().map(|&g| nonempty(g).then(|| p.apply(raw[g] as f64))),
-                    )));
+                    let is_min = column.state == State::Min;
+                    let arr: ArrayRef = Arc::new(Float64Array::from_iter(
+                        touched
+                            .iter()
+                            .map(|&g| nonempty(g).then(|| float_extreme(g, is_min, m))),
+                    ));
+                    return Ok(arrow::compute::cast(&arr, &column.data_type)?);
                 }
                 State::Cells | State::Count => {}
             }
@@ -361,24 +567,16 @@ impl FoldJob {
             (State::Min | State::Max, t) => {
                 let is_min = column.state == State::Min;
                 let arr: ArrayRef = if !acc.fmin.is_empty() {
-                    Arc::new(Float64Array::from_iter(touched.iter().map(|&g| {
-                        nonempty(g).then(|| {
-                            // NaN sorts above every number: it is the max when present,
-                            // and the min only when nothing else was seen (fmin stays NaN).
-                            if is_min {
-                                acc.fmin[g]
-                            } else if acc.nan[g] {
-                                f64::NAN
-                            } else {
-                                acc.fmax[g]
-                            }
-                        })
-                    })))
+                    Arc::new(Float64Array::from_iter(
+                        touched
+                            .iter()
+                            .map(|&g| nonempty(g).then(|| float_extreme(g, is_min, Affine::IDENTITY))),
+                    ))
                 } else {
                     let v = touched
                         .iter()
                         .map(|&g| nonempty(g).then(|| if is_min { acc.imin[g] } else { acc.imax[g] }));
-                    if self.table.dataset().dtype().is_unsigned() {
+                    if input.unsigned {
                         Arc::new(UInt64Array::from_iter(v.map(|x| x.map(|x| x as u64))))
                     } else {
                         Arc::new(Int64Array::from_iter(v.map(|x| x.map(|x| x as i64))))
@@ -397,58 +595,145 @@ impl FoldJob {
     }
 }
 
-/// Fold the selected cells of one chunk, joining runs that are contiguous in the tile
-/// and fall into the same group. Without a tile only cells are counted.
-fn fold_task<T: Elem>(
+/// Fold the stored values of one chunk task (`tile`; without it only cells are counted)
+/// into `acc`, keeping those in `range`.
+fn fold_stored(
+    table: &TableModel,
     acc: &mut Accumulators,
     gi: &GroupIndex,
     task: &ChunkTask,
     start: &[u64],
-    tile: Option<&[T]>,
-    missing: &Missing<T>,
+    tile: Option<&Buffer>,
+    range: Option<KeyRange>,
 ) {
-    let run = |acc: &mut Accumulators, g: usize, off: usize, len: usize| match tile {
-        Some(t) => fold_run(acc, g, &t[off..off + len], missing),
-        None => {
-            acc.cells[g] += len as u64;
-            acc.n[g] += len as u64;
-        }
-    };
-    let last = task.tile_extent.len() - 1;
-    if gi.dense[last].is_some() {
-        // The innermost axis is grouped: element i of a run folds into group g0 + i * stride.
-        let mut runs = task.runs();
-        while let Some(r) = runs.next() {
-            let g_outer: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
-            let g0 = g_outer + gi.offset(last, start[last] + r.first);
-            let (off, len) = (r.offset as usize, r.len as usize);
-            match tile {
-                Some(t) => fold_elementwise(acc, g0, gi.stride[last], &t[off..off + len], missing),
-                None => {
-                    for i in 0..len {
-                        acc.cells[g0 + i * gi.stride[last]] += 1;
-                        acc.n[g0 + i * gi.stride[last]] += 1;
-                    }
+    let Some(tile) = tile else {
+        walk_segments(gi, task, start, |s| match s.target {
+            Target::One(g) => {
+                acc.cells[g] += s.len as u64;
+                acc.n[g] += s.len as u64;
+            }
+            Target::Each { base, stride, ids } => {
+                for &id in ids {
+                    acc.cells[base + id as usize * stride] += 1;
+                    acc.n[base + id as usize * stride] += 1;
                 }
             }
-        }
+        });
         return;
-    }
-    let mut pending: Option<(usize, usize, usize)> = None; // (offset, len, group)
-    let mut runs = task.runs();
-    while let Some(r) = runs.next() {
-        let g: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
-        let (off, len) = (r.offset as usize, r.len as usize);
-        pending = match pending {
-            Some((o, l, pg)) if pg == g && o + l == off => Some((o, l + len, g)),
-            Some((o, l, pg)) => {
-                run(acc, pg, o, l);
-                Some((off, len, g))
-            }
-            None => Some((off, len, g)),
+    };
+    with_dtype!(table.dataset().dtype(), T => {
+        let keep = Keep {
+            missing: Missing::<T>::of(&table.missing),
+            range,
         };
+        let t = elements::<T>(tile);
+        walk_segments(gi, task, start, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
+    })
+}
+
+/// Fold `run` (the segment's elements) into the segment's groups.
+#[inline(always)]
+fn fold_segment<T: Elem>(acc: &mut Accumulators, s: &Segment, run: &[T], keep: &Keep<T>) {
+    match s.target {
+        Target::One(g) => fold_run(acc, g, run, keep),
+        Target::Each { base, stride, ids } => fold_elementwise(acc, run, keep, |i| base + ids[i] as usize * stride),
     }
-    if let Some((o, l, g)) = pending {
-        run(acc, g, o, l);
+}
+
+/// The type an evaluated input folds as.
+fn folded_type(input: &Input) -> DataType {
+    if input.float {
+        DataType::Float64
+    } else if input.unsigned {
+        DataType::UInt64
+    } else {
+        DataType::Int64
     }
+}
+
+/// A filter's result as a boolean array.
+fn boolean(a: ArrayRef) -> Result<BooleanArray> {
+    a.as_boolean_opt()
+        .cloned()
+        .ok_or_else(|| DataFusionError::Internal(format!("TetAggregateExec: a filter of type {}", a.data_type())))
+}
+
+/// Which cells an evaluated input counts: those where `rows` (over every selected cell)
+/// is true, and among them (numbered by the rows `rows` keeps) those where `filter` is.
+#[derive(Clone, Copy)]
+struct Masks<'a> {
+    rows: Option<&'a BooleanArray>,
+    filter: Option<&'a BooleanArray>,
+}
+
+fn is_true(m: &BooleanArray, i: usize) -> bool {
+    m.is_valid(i) && m.value(i)
+}
+
+/// Fold an evaluated input of one chunk task: `value` (one element per row the row filter
+/// keeps; `None`: cells only) over the cells `masks` keep.
+fn fold_evaluated(
+    input: &Input,
+    acc: &mut Accumulators,
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    value: Option<&ArrayRef>,
+    masks: Masks,
+) -> Result<()> {
+    let folded = match value {
+        None => None,
+        Some(v) => Some(arrow::compute::cast(v, &folded_type(input))?),
+    };
+    let vals = match &folded {
+        None => Values::None,
+        Some(a) if input.float => Values::F64(a.as_primitive::<Float64Type>().values()),
+        Some(a) if input.unsigned => Values::U64(a.as_primitive::<UInt64Type>().values()),
+        Some(a) => Values::I64(a.as_primitive::<Int64Type>().values()),
+    };
+    let nulls = folded.as_ref().and_then(|a| a.logical_nulls());
+    let simple = masks.rows.is_none() && masks.filter.is_none() && nulls.is_none();
+    // Row `j` of the kept rows.
+    let mut j = 0usize;
+    walk_segments(gi, task, start, |s| {
+        let (c, len) = (s.cell_offset, s.len);
+        if simple && let Target::One(g) = s.target {
+            match &vals {
+                Values::F64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
+                Values::I64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
+                Values::U64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
+                Values::None => {
+                    acc.cells[g] += len as u64;
+                    acc.n[g] += len as u64;
+                }
+            }
+            j += len;
+            return;
+        }
+        for i in 0..len {
+            if masks.rows.is_some_and(|m| !is_true(m, c + i)) {
+                continue;
+            }
+            let k = j;
+            j += 1;
+            if masks.filter.is_some_and(|m| !is_true(m, k)) {
+                continue;
+            }
+            let g = match s.target {
+                Target::One(g) => g,
+                Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+            };
+            acc.cells[g] += 1;
+            if nulls.as_ref().is_some_and(|n| n.is_null(k)) {
+                continue;
+            }
+            match &vals {
+                Values::None => acc.n[g] += 1,
+                Values::F64(v) => fold_value(acc, g, v[k]),
+                Values::I64(v) => fold_value(acc, g, v[k]),
+                Values::U64(v) => fold_value(acc, g, v[k]),
+            }
+        }
+    });
+    Ok(())
 }

@@ -4,12 +4,15 @@
 //! A chunk's selected cells are walked as contiguous runs along the innermost axis
 //! ([`Runs`](crate::format::hyperslab::Runs)). When the innermost axis is
 //! reduced, a whole run folds into one group ([`fold_run`]); when it is grouped, element
-//! `i` of the run folds into group `g0 + i` ([`fold_elementwise`]). Loops keep eight
+//! `i` of the run folds into a group of its own position ([`fold_elementwise`]). Which
+//! elements count is a [`Keep`]: not missing, and within a [`KeyRange`] when a comparison
+//! on `v` filters them. Loops keep eight
 //! independent lanes so the compiler vectorizes them without reassociating floats; sums
 //! of floats accumulate in f64, integer sums wrap in 64 bits as DataFusion's do, and
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
 use crate::format::{MissingValues, elements};
+use crate::plan::{KeyRange, order_key};
 use half::f16;
 
 /// A variance state: count, mean and sum of squared deviations (M2).
@@ -68,8 +71,8 @@ pub struct Accumulators {
     /// Min/max of integer inputs.
     pub imin: Vec<i128>,
     pub imax: Vec<i128>,
-    /// Whether a group saw a NaN.
-    pub nan: Vec<bool>,
+    /// The signs of the NaNs a group saw ([`NAN_POSITIVE`], [`NAN_NEGATIVE`]).
+    pub nan: Vec<u8>,
     pub mean: Vec<f64>,
     pub m2: Vec<f64>,
 }
@@ -97,7 +100,7 @@ impl Accumulators {
                 vec![]
             },
             nan: if needs.min_max && float {
-                vec![false; groups]
+                vec![0; groups]
             } else {
                 vec![]
             },
@@ -166,6 +169,12 @@ pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     fn bits(self) -> i64;
     fn wide(self) -> i128;
     fn is_nan(self) -> bool;
+    /// The value's order key ([`order_key`]: DataFusion's order of floats); exact for
+    /// every type but 64-bit integers.
+    #[inline(always)]
+    fn key(self) -> i64 {
+        order_key(self.f())
+    }
 }
 
 macro_rules! int_elem {
@@ -250,6 +259,37 @@ impl<T: Elem> Missing<T> {
     }
 }
 
+/// Which elements a fold takes: those not missing and, with a range, whose value lies in
+/// it (a `WHERE`/`FILTER` comparison on `v`: rows outside are skipped, cells too).
+#[derive(Debug, Clone, Default)]
+pub struct Keep<T> {
+    pub missing: Missing<T>,
+    pub range: Option<KeyRange>,
+}
+
+impl<T: Elem> Keep<T> {
+    /// Whether `x` is folded.
+    #[inline(always)]
+    pub fn test(&self, x: T) -> bool {
+        !self.missing.test(x) && self.range.is_none_or(|r| r.contains(x.key()))
+    }
+}
+
+/// A positive NaN (the largest value in DataFusion's order of floats).
+pub const NAN_POSITIVE: u8 = 1;
+/// A NaN with its sign bit set (the smallest).
+pub const NAN_NEGATIVE: u8 = 2;
+
+/// [`NAN_NEGATIVE`] or [`NAN_POSITIVE`] for a NaN `x`.
+#[inline(always)]
+fn nan_sign<T: Elem>(x: T) -> u8 {
+    if x.f().is_sign_negative() {
+        NAN_NEGATIVE
+    } else {
+        NAN_POSITIVE
+    }
+}
+
 const L: usize = 8;
 
 /// Statistics of one run (valid = not missing).
@@ -262,10 +302,13 @@ struct RunStats<T> {
     max: T,
     /// NaN elements among the valid ones.
     nans: u64,
+    /// [`NAN_POSITIVE`] and/or [`NAN_NEGATIVE`]: the signs of those NaNs.
+    nan_signs: u8,
 }
 
 #[inline(always)]
-fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats<T> {
+fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
+    let missing = &keep.missing;
     let mut n = [0u64; L];
     let mut fs = [0f64; L];
     let mut is = [0i64; L];
@@ -279,6 +322,7 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
         ([v], false) => Some(Some(*v)),
         _ => None,
     };
+    let one = one.filter(|_| keep.range.is_none());
     match (one, needs.fsum || needs.moments, needs.isum, needs.min_max) {
         (Some(None), true, false, false) => {
             for c in chunks {
@@ -313,8 +357,23 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
                 }
             }
         }
+        // A range without missing values: one comparison of totalOrder keys.
+        (None, _, _, _) if missing.is_empty() => {
+            let r = keep.range.unwrap_or(KeyRange::ALL);
+            for c in chunks {
+                for i in 0..L {
+                    let x = c[i];
+                    let ok = r.contains(x.key());
+                    n[i] += ok as u64;
+                    fs[i] += if ok { x.f() } else { 0.0 };
+                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
+                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
+                }
+            }
+        }
         // NaN fill: `x == x` is false exactly for NaN (vectorizes).
-        (None, _, _, _) if missing.values.is_empty() => {
+        (None, _, _, _) if missing.values.is_empty() && keep.range.is_none() => {
             for c in chunks {
                 for i in 0..L {
                     let x = c[i];
@@ -332,7 +391,7 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
             for c in chunks {
                 for i in 0..L {
                     let x = c[i];
-                    let ok = !missing.test(x);
+                    let ok = keep.test(x);
                     n[i] += ok as u64;
                     fs[i] += if ok { x.f() } else { 0.0 };
                     is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
@@ -343,7 +402,7 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
         }
     }
     for &x in rest {
-        if missing.test(x) {
+        if !keep.test(x) {
             continue;
         }
         n[0] += 1;
@@ -352,10 +411,12 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
         mn[0] = if x < mn[0] { x } else { mn[0] };
         mx[0] = if x > mx[0] { x } else { mx[0] };
     }
-    let nans = if T::FLOAT && needs.min_max {
-        run.iter().filter(|x| x.is_nan() && !missing.test(**x)).count() as u64
+    let (nans, nan_signs) = if T::FLOAT && needs.min_max {
+        run.iter()
+            .filter(|x| x.is_nan() && keep.test(**x))
+            .fold((0, 0), |(n, s), x| (n + 1, s | nan_sign(*x)))
     } else {
-        0
+        (0, 0)
     };
     let mut out = RunStats {
         n: n.iter().sum(),
@@ -365,6 +426,7 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
         min: T::MAX,
         max: T::MIN,
         nans,
+        nan_signs,
     };
     for i in 0..L {
         if mn[i] < out.min {
@@ -379,30 +441,31 @@ fn run_stats<T: Elem>(run: &[T], missing: &Missing<T>, needs: Needs) -> RunStats
 
 /// Sum of squared deviations from `mean` over the valid elements of `run`.
 #[inline(always)]
-fn run_m2<T: Elem>(run: &[T], missing: &Missing<T>, mean: f64) -> f64 {
+fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
     let mut s = [0f64; L];
     let chunks = run.chunks_exact(L);
     let rest = chunks.remainder();
     for c in chunks {
         for i in 0..L {
             let d = c[i].f() - mean;
-            s[i] += if missing.test(c[i]) { 0.0 } else { d * d };
+            s[i] += if keep.test(c[i]) { d * d } else { 0.0 };
         }
     }
     let mut t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     for &x in rest {
-        if !missing.test(x) {
+        if keep.test(x) {
             t += (x.f() - mean) * (x.f() - mean);
         }
     }
     t
 }
 
-/// Fold a whole run into group `g`.
-pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], missing: &Missing<T>) {
+/// Fold a whole run into group `g`. Cells are the run's length, or with a range the
+/// elements in it (a comparison is never true of a NULL).
+pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>) {
     let needs = acc.needs;
-    let st = run_stats(run, missing, needs);
-    acc.cells[g] += run.len() as u64;
+    let st = run_stats(run, keep, needs);
+    acc.cells[g] += if keep.range.is_some() { st.n } else { run.len() as u64 };
     acc.n[g] += st.n;
     if needs.fsum {
         acc.fsum[g] += st.fsum;
@@ -417,7 +480,7 @@ pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], missing: &
                 acc.fmin[g] = acc.fmin[g].min(st.min.f());
                 acc.fmax[g] = acc.fmax[g].max(st.max.f());
             }
-            acc.nan[g] |= st.nans > 0;
+            acc.nan[g] |= st.nan_signs;
         } else {
             acc.imin[g] = acc.imin[g].min(st.min.wide());
             acc.imax[g] = acc.imax[g].max(st.max.wide());
@@ -425,47 +488,56 @@ pub fn fold_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], missing: &
     }
     if needs.moments && st.n > 0 {
         let mean = st.fsum / st.n as f64;
-        let m2 = run_m2(run, missing, mean);
+        let m2 = run_m2(run, keep, mean);
         acc.merge_moments(g, st.n, mean, m2);
     }
 }
 
-/// Fold element `i` of `run` into group `g0 + i * stride`.
-pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usize, run: &[T], missing: &Missing<T>) {
+/// Fold one value (a cell already counted) into group `g`.
+#[inline(always)]
+pub fn fold_value<T: Elem>(acc: &mut Accumulators, g: usize, x: T) {
     let needs = acc.needs;
-    for (i, &x) in run.iter().enumerate() {
-        let g = g0 + i * stride;
-        acc.cells[g] += 1;
-        if missing.test(x) {
-            continue;
-        }
-        acc.n[g] += 1;
-        let xf = x.f();
-        if needs.fsum {
-            acc.fsum[g] += xf;
-        }
-        if needs.isum {
-            acc.isum[g] = acc.isum[g].wrapping_add(x.bits());
-        }
-        if needs.min_max {
-            if T::FLOAT {
-                if x.is_nan() {
-                    acc.nan[g] = true;
-                } else {
-                    acc.fmin[g] = acc.fmin[g].min(xf);
-                    acc.fmax[g] = acc.fmax[g].max(xf);
-                }
+    acc.n[g] += 1;
+    let xf = x.f();
+    if needs.fsum {
+        acc.fsum[g] += xf;
+    }
+    if needs.isum {
+        acc.isum[g] = acc.isum[g].wrapping_add(x.bits());
+    }
+    if needs.min_max {
+        if T::FLOAT {
+            if x.is_nan() {
+                acc.nan[g] |= nan_sign(x);
             } else {
-                acc.imin[g] = acc.imin[g].min(x.wide());
-                acc.imax[g] = acc.imax[g].max(x.wide());
+                acc.fmin[g] = acc.fmin[g].min(xf);
+                acc.fmax[g] = acc.fmax[g].max(xf);
             }
+        } else {
+            acc.imin[g] = acc.imin[g].min(x.wide());
+            acc.imax[g] = acc.imax[g].max(x.wide());
         }
-        if needs.moments {
-            // Welford.
-            let n = acc.n[g] as f64;
-            let d = xf - acc.mean[g];
-            acc.mean[g] += d / n;
-            acc.m2[g] += d * (xf - acc.mean[g]);
+    }
+    if needs.moments {
+        // Welford.
+        let n = acc.n[g] as f64;
+        let d = xf - acc.mean[g];
+        acc.mean[g] += d / n;
+        acc.m2[g] += d * (xf - acc.mean[g]);
+    }
+}
+
+/// Fold element `i` of `run` into group `group(i)`.
+#[inline(always)]
+pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, run: &[T], keep: &Keep<T>, group: impl Fn(usize) -> usize) {
+    for (i, &x) in run.iter().enumerate() {
+        let g = group(i);
+        let ok = keep.test(x);
+        if keep.range.is_none() || ok {
+            acc.cells[g] += 1;
+        }
+        if ok {
+            fold_value(acc, g, x);
         }
     }
 }
@@ -473,6 +545,10 @@ pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, g0: usize, stride: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn keep<T>(missing: Missing<T>) -> Keep<T> {
+        Keep { missing, range: None }
+    }
 
     fn brute(vals: &[f64]) -> (u64, f64, f64, f64, f64) {
         let n = vals.len() as u64;
@@ -502,7 +578,7 @@ mod tests {
         // Split into uneven runs into one group.
         let mut acc = Accumulators::new(1, needs, true);
         for r in [&vals[..5], &vals[5..30], &vals[30..]] {
-            fold_run(&mut acc, 0, r, &fill);
+            fold_run(&mut acc, 0, r, &keep(fill.clone()));
         }
         assert_eq!(
             (acc.cells[0], acc.n[0], acc.fsum[0], acc.fmin[0], acc.fmax[0]),
@@ -511,7 +587,7 @@ mod tests {
         assert!((acc.m2[0] - m2).abs() < 1e-9 * m2.abs().max(1.0));
         // Elementwise into one group per element, then merged into another accumulator.
         let mut e = Accumulators::new(53, needs, true);
-        fold_elementwise(&mut e, 0, 1, &vals, &fill);
+        fold_elementwise(&mut e, &vals, &keep(fill.clone()), |i| i);
         assert_eq!(e.cells.iter().sum::<u64>(), 53);
         assert_eq!(e.n.iter().sum::<u64>(), n);
         let mut a = Accumulators::new(53, needs, true);
@@ -521,24 +597,24 @@ mod tests {
         // Integers: wrapping sums as DataFusion.
         let ints = [i64::MAX, 1, -3];
         let mut acc = Accumulators::new(1, needs, false);
-        fold_run(&mut acc, 0, &ints, &Missing::default());
+        fold_run(&mut acc, 0, &ints, &Keep::default());
         assert_eq!(acc.isum[0], i64::MAX.wrapping_add(1).wrapping_add(-3));
         assert_eq!((acc.imin[0], acc.imax[0]), (-3, i64::MAX as i128));
         // NaN is seen.
         let mut acc = Accumulators::new(1, needs, true);
-        fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], &Missing::default());
-        assert!(acc.nan[0] && acc.fsum[0].is_nan());
+        fold_run(&mut acc, 0, &[1.0f64, f64::NAN, 3.0], &Keep::default());
+        assert!(acc.nan[0] == NAN_POSITIVE && acc.fsum[0].is_nan());
         assert_eq!((acc.fmin[0], acc.fmax[0]), (1.0, 3.0));
         // Only NaN and +inf: the minimum is +inf; only NaN: no non-NaN bound at all.
         let mut acc = Accumulators::new(2, needs, true);
-        fold_run(&mut acc, 0, &[f64::NAN, f64::INFINITY], &Missing::default());
-        fold_run(&mut acc, 1, &[f64::NAN, f64::NAN], &Missing::default());
+        fold_run(&mut acc, 0, &[f64::NAN, f64::INFINITY], &Keep::default());
+        fold_run(&mut acc, 1, &[f64::NAN, f64::NAN], &Keep::default());
         assert_eq!((acc.fmin[0], acc.fmax[0]), (f64::INFINITY, f64::INFINITY));
-        assert!(acc.fmin[1].is_nan() && acc.nan[1]);
+        assert!(acc.fmin[1].is_nan() && acc.nan[1] != 0);
         let mut e = Accumulators::new(2, needs, true);
-        fold_elementwise(&mut e, 0, 1, &[f64::INFINITY, f64::NAN], &Missing::default());
+        fold_elementwise(&mut e, &[f64::INFINITY, f64::NAN], &Keep::default(), |i| i);
         assert_eq!(e.fmin[0], f64::INFINITY);
-        assert!(e.fmin[1].is_nan() && e.nan[1]);
+        assert!(e.fmin[1].is_nan() && e.nan[1] != 0);
     }
 
     #[test]
@@ -583,9 +659,9 @@ mod tests {
         for (rule, name) in &rules {
             let kept: Vec<f64> = vals.iter().copied().filter(|&x| !rule.test(x)).collect();
             let mut run = Accumulators::new(1, needs, true);
-            fold_run(&mut run, 0, &vals, rule);
+            fold_run(&mut run, 0, &vals, &keep(rule.clone()));
             let mut each = Accumulators::new(1, needs, true);
-            fold_elementwise(&mut each, 0, 0, &vals, rule);
+            fold_elementwise(&mut each, &vals, &keep(rule.clone()), |_| 0);
             for acc in [&run, &each] {
                 assert_eq!(acc.n[0], kept.len() as u64, "{name}");
                 assert_eq!(acc.cells[0], 19, "{name}");
@@ -595,10 +671,99 @@ mod tests {
                     "{name}: {} vs {sum}",
                     acc.fsum[0]
                 );
-                assert_eq!(acc.nan[0], kept.iter().any(|x| x.is_nan()), "{name}");
+                assert_eq!(acc.nan[0] != 0, kept.iter().any(|x| x.is_nan()), "{name}");
             }
         }
         // Zero matches negative zero; NaN never equals a number.
         assert!(rules[1].0.test(-0.0) && !rules[1].0.test(f64::NAN));
+    }
+
+    #[test]
+    fn ranges_agree_with_brute_force_on_every_kernel_path() {
+        let specials = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.5,
+            -2.5,
+            f64::MIN_POSITIVE,
+            1e300,
+        ];
+        let needs = Needs {
+            fsum: true,
+            isum: false,
+            min_max: true,
+            moments: true,
+        };
+        let vals: Vec<f64> = (0..37)
+            .map(|i| specials[i % specials.len()] + (i / 10) as f64)
+            .collect();
+        let ranges = [
+            KeyRange {
+                lo: order_key(0.0),
+                hi: i64::MAX,
+            },
+            KeyRange {
+                lo: order_key(-0.0) + 1,
+                hi: order_key(2.0),
+            },
+            KeyRange {
+                lo: i64::MIN,
+                hi: order_key(f64::INFINITY),
+            },
+        ];
+        for (r, missing) in ranges.iter().flat_map(|r| {
+            [
+                (*r, Missing::default()),
+                (
+                    *r,
+                    Missing {
+                        values: vec![],
+                        nan: true,
+                    },
+                ),
+                (
+                    *r,
+                    Missing {
+                        values: vec![1.5],
+                        nan: false,
+                    },
+                ),
+            ]
+        }) {
+            let kept: Vec<f64> = vals
+                .iter()
+                .copied()
+                .filter(|&x| !missing.test(x) && r.contains(order_key(x)))
+                .collect();
+            let k = Keep {
+                missing: missing.clone(),
+                range: Some(r),
+            };
+            let mut run = Accumulators::new(1, needs, true);
+            fold_run(&mut run, 0, &vals, &k);
+            let mut each = Accumulators::new(1, needs, true);
+            fold_elementwise(&mut each, &vals, &k, |_| 0);
+            for acc in [&run, &each] {
+                assert_eq!(
+                    (acc.cells[0], acc.n[0]),
+                    (kept.len() as u64, kept.len() as u64),
+                    "{r:?}"
+                );
+                let sum: f64 = kept.iter().sum();
+                assert!(acc.fsum[0] == sum || (sum.is_nan() && acc.fsum[0].is_nan()), "{r:?}");
+                let signs = kept.iter().filter(|x| x.is_nan()).fold(0, |s, x| {
+                    s | if x.is_sign_negative() {
+                        NAN_NEGATIVE
+                    } else {
+                        NAN_POSITIVE
+                    }
+                });
+                assert_eq!(acc.nan[0], signs, "{r:?}");
+            }
+        }
     }
 }

@@ -43,8 +43,10 @@ impl ReadMetrics {
     fn new(set: &ExecutionPlanMetricsSet, partition: usize, pruning: &PruningCounts, remote: bool) -> Self {
         // Plan-level figures, once (EXPLAIN ANALYZE sums partitions).
         let total = MetricBuilder::new(set).counter("chunks_total", partition);
+        let pruned = MetricBuilder::new(set).counter("chunks_pruned_by_zone", partition);
         if partition == 0 {
             total.add(pruning.chunks_total as usize);
+            pruned.add(pruning.pruned_by_zone as usize);
         }
         ReadMetrics {
             chunks_read: MetricBuilder::new(set).counter("chunks_read", partition),
@@ -73,10 +75,6 @@ pub struct ScanMetrics {
 
 impl ScanMetrics {
     pub fn new(set: &ExecutionPlanMetricsSet, partition: usize, pruning: &PruningCounts, remote: bool) -> Self {
-        let pruned = MetricBuilder::new(set).counter("chunks_pruned_by_zone", partition);
-        if partition == 0 {
-            pruned.add(pruning.pruned_by_zone as usize);
-        }
         ScanMetrics {
             baseline: BaselineMetrics::new(set, partition),
             read: ReadMetrics::new(set, partition, pruning, remote),

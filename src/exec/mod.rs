@@ -182,7 +182,9 @@ impl ChunkFeed {
 
 mod aggregate;
 mod cells;
+mod expr;
 pub mod fold;
+mod groups;
 pub mod metrics;
 pub mod payload;
 mod scan;

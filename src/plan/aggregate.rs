@@ -1,10 +1,14 @@
 //! The aggregate model shared by the logical rewrite (`sql`) and the fold (`exec`): the
-//! functions the pushdown computes, one aggregate ([`AggSpec`]), an [`Aggregation`]
-//! (grouped axes and aggregates) and its typed partial-state columns.
+//! functions the pushdown computes, one aggregate ([`AggSpec`]: function, input, `FILTER`),
+//! group keys ([`GroupKey`]: an axis or an expression of one axis), an [`Aggregation`]
+//! (keys, aggregates and a row filter) and its typed partial-state columns.
 
-use super::axes::Axis;
 use super::table::TableModel;
+use super::values::VALUE_COLUMN;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNode;
+use datafusion::logical_expr::Expr;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Aggregations with more dense groups than this are left to DataFusion.
@@ -142,12 +146,64 @@ pub fn widens(from: &DataType, to: &DataType) -> bool {
     )
 }
 
-/// One aggregate over `v` (or `CAST(v AS input_type)`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// An affine map `x·scale + offset`, computed in Float64.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Affine {
+    pub scale: f64,
+    pub offset: f64,
+}
+
+impl Affine {
+    /// The identity map.
+    pub const IDENTITY: Affine = Affine {
+        scale: 1.0,
+        offset: 0.0,
+    };
+
+    /// `x·scale + offset`.
+    #[inline(always)]
+    pub fn apply(self, x: f64) -> f64 {
+        x * self.scale + self.offset
+    }
+
+    /// `then ∘ self`: first `self`, then `then`.
+    pub fn then(self, then: Affine) -> Affine {
+        Affine {
+            scale: self.scale * then.scale,
+            offset: self.offset * then.scale + then.offset,
+        }
+    }
+}
+
+impl From<crate::format::Packing> for Affine {
+    fn from(p: crate::format::Packing) -> Self {
+        Affine {
+            scale: p.scale,
+            offset: p.offset,
+        }
+    }
+}
+
+/// What an aggregate folds, cell by cell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggInput {
+    /// The value column (or a widening cast of it), mapped by `affine` when given (Float64
+    /// arithmetic, folded from the statistics of the stored values).
+    Value { affine: Option<Affine> },
+    /// Any other deterministic expression of `v` and axis columns (unqualified columns),
+    /// evaluated over each decoded tile.
+    Expr(Expr),
+}
+
+/// One aggregate.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AggSpec {
     pub func: AggFunc,
     /// Type of the aggregated expression.
     pub input_type: DataType,
+    pub input: AggInput,
+    /// `FILTER (WHERE …)`: an expression of `v` and axis columns.
+    pub filter: Option<Expr>,
 }
 
 impl AggSpec {
@@ -168,19 +224,63 @@ impl AggSpec {
         }
     }
 
+    /// An aggregate of `v` (input type `input_type`) without `FILTER`.
+    pub fn of_value(func: AggFunc, input_type: DataType) -> Self {
+        AggSpec {
+            func,
+            input_type,
+            input: AggInput::Value { affine: None },
+            filter: None,
+        }
+    }
+
     /// Whether the aggregate needs payload values (counts of cells do not, nor counts of
-    /// non-NULL cells of a dataset without a fill value).
+    /// non-NULL cells of a dataset without a fill value, unless an expression or filter
+    /// reads `v`).
     pub fn reads_payload(&self, nullable: bool) -> bool {
-        !(self.func == AggFunc::CountStar || (self.func == AggFunc::Count && !nullable))
+        if self.filter.as_ref().is_some_and(reads_value) {
+            return true;
+        }
+        match &self.input {
+            AggInput::Expr(e) => reads_value(e),
+            AggInput::Value { .. } => !(self.func == AggFunc::CountStar || (self.func == AggFunc::Count && !nullable)),
+        }
     }
 }
 
-/// What to aggregate: grouped axes (in output order) and aggregates.
+/// A group key: an axis column, or a deterministic expression of one axis column
+/// (`date_trunc('month', time)`, `floor(lat / 10)`), evaluated once per position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupKey {
+    /// The axis the key depends on.
+    pub axis: usize,
+    /// The expression (unqualified columns); `None` for the axis column itself.
+    pub expr: Option<Expr>,
+    /// Output column name of the partial aggregate.
+    pub name: String,
+    pub data_type: DataType,
+}
+
+impl GroupKey {
+    /// The axis column `d` of `table` as a key.
+    pub fn axis(table: &TableModel, d: usize) -> Self {
+        GroupKey {
+            axis: d,
+            expr: None,
+            name: table.axes[d].name.clone(),
+            data_type: table.axes[d].data_type(),
+        }
+    }
+}
+
+/// What to aggregate: group keys (in output order), aggregates, and a row filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aggregation {
-    /// Axis indices grouped by, in output order.
-    pub groups: Vec<usize>,
+    pub groups: Vec<GroupKey>,
     pub aggs: Vec<AggSpec>,
+    /// `WHERE` conditions the scan does not resolve exactly (they involve `v`), as one
+    /// expression of `v` and axis columns: cells where it is not true are skipped.
+    pub filter: Option<Expr>,
 }
 
 impl Aggregation {
@@ -207,12 +307,12 @@ impl Aggregation {
         .name()
     }
 
-    /// Output schema: the grouped axis columns, then every partial-state column.
-    pub fn schema(&self, axes: &[Axis]) -> SchemaRef {
+    /// Output schema: the group keys, then every partial-state column.
+    pub fn schema(&self) -> SchemaRef {
         let mut fields: Vec<Field> = self
             .groups
             .iter()
-            .map(|&d| Field::new(&axes[d].name, axes[d].data_type(), false))
+            .map(|k| Field::new(&k.name, k.data_type.clone(), k.expr.is_some()))
             .collect();
         fields.extend(
             self.state_columns()
@@ -222,44 +322,129 @@ impl Aggregation {
         Arc::new(Schema::new(fields))
     }
 
-    /// Dense group slots (the product of the grouped axes' extents, saturating).
-    pub fn dense_groups(&self, axes: &[Axis]) -> u64 {
-        self.groups.iter().fold(1u64, |n, &d| {
-            n.saturating_mul(axes.get(d).map_or(1, |a| a.extent.max(1)))
+    /// The distinct grouped axes, ascending.
+    pub fn grouped_axes(&self) -> Vec<usize> {
+        self.groups
+            .iter()
+            .map(|k| k.axis)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// An upper bound of the dense group slots: the product of the grouped axes' extents
+    /// (saturating); keys of one axis share its positions.
+    pub fn dense_groups(&self, table: &TableModel) -> u64 {
+        self.grouped_axes().into_iter().fold(1u64, |n, d| {
+            n.saturating_mul(table.axes.get(d).map_or(1, |a| a.extent.max(1)))
         })
     }
 
     /// Whether any aggregate needs payload values (see [`AggSpec::reads_payload`]).
     pub fn reads_payload(&self, nullable: bool) -> bool {
-        self.aggs.iter().any(|a| a.reads_payload(nullable))
+        self.filter.as_ref().is_some_and(reads_value) || self.aggs.iter().any(|a| a.reads_payload(nullable))
     }
 
     /// Check an aggregation (e.g. one received in a serialized plan) against the table it
     /// runs on: grouped axes exist, are distinct and within [`MAX_DENSE_GROUPS`], and every
     /// input type is one the pushdown itself produces for the value column.
     pub fn check(&self, table: &TableModel) -> Result<(), String> {
-        let mut seen = vec![false; table.axes.len()];
-        for &d in &self.groups {
-            if d >= seen.len() || std::mem::replace(&mut seen[d], true) {
-                return Err(format!("group axis {d} is out of range or repeated"));
+        let mut names = BTreeSet::new();
+        for k in &self.groups {
+            if k.axis >= table.axes.len() {
+                return Err(format!("group key on axis {} of {}", k.axis, table.axes.len()));
+            }
+            if !names.insert(k.name.as_str()) {
+                return Err(format!("group key {} is repeated", k.name));
+            }
+            match &k.expr {
+                None if k.name != table.axes[k.axis].name || k.data_type != table.axes[k.axis].data_type() => {
+                    return Err(format!("group key {} is not axis {}", k.name, table.axes[k.axis].name));
+                }
+                Some(e) if expr_columns(table, e) != Some(vec![k.axis]) => {
+                    return Err(format!(
+                        "group key {e} is not an expression of axis {}",
+                        table.axes[k.axis].name
+                    ));
+                }
+                _ => {}
             }
         }
-        let dense = self.dense_groups(&table.axes);
+        let dense = self.dense_groups(table);
         if dense > MAX_DENSE_GROUPS {
             return Err(format!("{dense} groups exceed the limit of {MAX_DENSE_GROUPS}"));
         }
         let v_type = table.value_type();
+        let foldable = |e: &Expr| expr_columns(table, e).is_some();
         for a in &self.aggs {
-            if !widens(&v_type, &a.input_type) {
+            let ok = match &a.input {
+                AggInput::Value { affine: None } => widens(&v_type, &a.input_type),
+                AggInput::Value { affine: Some(m) } => {
+                    a.input_type == DataType::Float64 && m.scale.is_finite() && m.offset.is_finite() && m.scale != 0.0
+                }
+                AggInput::Expr(e) => foldable(e) && is_numeric(&a.input_type),
+            };
+            if !ok || !a.filter.as_ref().is_none_or(foldable) {
                 return Err(format!(
-                    "{} over {} is not an aggregate of {v_type}",
+                    "{} over {} is not an aggregate of {v_type} or the axes",
                     a.func.name(),
                     a.input_type
                 ));
             }
         }
+        if !self.filter.as_ref().is_none_or(foldable) {
+            return Err("the row filter is not an expression of the value and the axes".into());
+        }
         Ok(())
     }
+}
+
+/// Whether `e` reads the value column.
+pub fn reads_value(e: &Expr) -> bool {
+    e.column_refs().iter().any(|c| c.name == VALUE_COLUMN)
+}
+
+/// Whether `t` is a primitive numeric type (an input the fold accumulates).
+pub fn is_numeric(t: &DataType) -> bool {
+    t.is_integer() || t.is_floating()
+}
+
+/// The table columns (schema indices, ascending) a deterministic expression over `v` and
+/// axis columns reads; `None` for anything else (other columns, volatile functions,
+/// subqueries, aggregates, windows, placeholders).
+pub fn expr_columns(table: &TableModel, e: &Expr) -> Option<Vec<usize>> {
+    if e.is_volatile()
+        || e.exists(|x| {
+            Ok(matches!(
+                x,
+                Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_)
+                    | Expr::OuterReferenceColumn(..)
+                    | Expr::Placeholder(_)
+                    | Expr::GroupingSet(_)
+                    | Expr::Unnest(_)
+            ))
+        })
+        .unwrap_or(true)
+    {
+        return None;
+    }
+    let mut cols = BTreeSet::new();
+    for c in e.column_refs() {
+        if c.relation.is_some() {
+            return None;
+        }
+        let i = if c.name == VALUE_COLUMN {
+            table.value_index()
+        } else {
+            table.axis_index(&c.name)?
+        };
+        cols.insert(i);
+    }
+    Some(cols.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -272,11 +457,9 @@ mod tests {
             groups: vec![],
             aggs: AggFunc::ALL
                 .iter()
-                .map(|&func| AggSpec {
-                    func,
-                    input_type: DataType::Int16,
-                })
+                .map(|&func| AggSpec::of_value(func, DataType::Int16))
                 .collect(),
+            filter: None,
         };
         let cols = agg.state_columns();
         let names: std::collections::HashSet<String> = cols.iter().map(StateColumn::name).collect();

@@ -2,7 +2,7 @@
 //! aggregation over it is, and which cells and chunks a query reads.
 //!
 //! Owns: the axis and value columns ([`TableModel`], [`Axis`], [`VALUE_COLUMN`],
-//! [`arrow_type`]), the aggregate model ([`Aggregation`], [`AggSpec`], typed
+//! [`arrow_type`]), the aggregate model ([`Aggregation`], [`AggSpec`], [`GroupKey`], typed
 //! [`StateColumn`]s, [`MAX_DENSE_GROUPS`]) and the [`AccessPlan`] (per-axis selections,
 //! chunk tasks, pruning counts) with its one partitioner. May import `format` and `io`;
 //! must not read payload bytes (that is `exec`).
@@ -15,14 +15,19 @@ pub mod cf_time;
 mod selection;
 mod table;
 mod tasks;
+mod value_range;
 mod values;
 mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, Weight, split_balanced};
-pub use aggregate::{AggFunc, AggSpec, Aggregation, MAX_DENSE_GROUPS, State, StateColumn, sum_type, widens};
+pub use aggregate::{
+    Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, StateColumn, expr_columns,
+    is_numeric, sum_type, widens,
+};
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
 pub use selection::AxisSelection;
 pub use table::TableModel;
 pub use tasks::{ChunkTask, chunk_tasks, tasks_by_id};
+pub use value_range::{KeyRange, order_key, value_range};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

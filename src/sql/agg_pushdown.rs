@@ -2,35 +2,42 @@
 //! survives Ballista (whose adaptive planner drops custom physical rules).
 //!
 //! ```text
-//! Aggregate(group: axes, aggr: count/sum/avg/min/max/var*/stddev*(v))
-//!   TableScan(TetTableProvider, exact axis filters)
+//! Aggregate(group: keys, aggr: count/sum/avg/min/max/var*/stddev*(input) [FILTER (WHERE p)])
+//!   [Projection(expressions of the columns)]
+//!     [Filter(conditions involving v)]
+//!       TableScan(TetTableProvider, exact axis filters)
 //! ```
 //! becomes
 //! ```text
 //! Projection(final values, original names and types)
-//!   Aggregate(group: axes, aggr: merges of partial states)
+//!   Aggregate(group: keys, aggr: merges of partial states)
 //!     TableScan(TetPartialAggregate)   -- scans as TetAggregateExec
 //! ```
-//! `TetAggregateExec` emits, per partition, one row of partial states per group it
-//! touched; the merge aggregate combines partitions and groups whose labels are equal.
-//! Partial variance states are (count, mean, M2), merged by the `tet_*` UDAFs.
+//! A key is an axis column or a deterministic expression of one axis column
+//! ([`GroupKey`]); an input is `v`, a widening cast of it, an affine Float64 expression of
+//! it, or any deterministic numeric expression of `v` and the axes ([`AggInput`]); filters
+//! are expressions of `v` and the axes. `TetAggregateExec` emits, per partition, one row
+//! of partial states per group it touched; the merge aggregate combines partitions and
+//! groups whose keys are equal. Partial variance states are (count, mean, M2), merged by
+//! the `tet_*` UDAFs.
 
 use super::merge::{FloatExtreme, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec};
 use crate::plan::{
-    AccessPlan, AggFunc, AggSpec, Aggregation, MAX_DENSE_GROUPS, State, TableModel, VALUE_COLUMN, Weight, widens,
+    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel,
+    VALUE_COLUMN, Weight, expr_columns, is_numeric, widens,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, Result};
+use datafusion::common::{Column, DFSchema, Result, ScalarValue};
 use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
-    AggregateUDF, Expr, LogicalPlan, LogicalPlanBuilder, TableProviderFilterPushDown, cast, lit, when,
+    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, TableProviderFilterPushDown, cast, lit, when,
 };
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -88,22 +95,79 @@ fn value_input(e: &Expr, v_type: &DataType) -> Option<DataType> {
     }
 }
 
-fn agg_spec(e: &Expr, v_type: &DataType) -> Option<AggSpec> {
+/// `e` as `v·scale + offset` when every step of it is Float64 arithmetic on `v` (or
+/// `CAST(v AS DOUBLE)`) and finite Float64 literals: `v + c`, `c - v`, `v * c`, `v / c`,
+/// `-v`, nested.
+fn affine_of(e: &Expr, v_type: &DataType) -> Option<Affine> {
+    use datafusion::logical_expr::Operator;
+    let literal = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Float64(Some(c)), _) if c.is_finite() => Some(*c),
+        _ => None,
+    };
+    let m = match e {
+        Expr::Column(c) if c.name == VALUE_COLUMN && *v_type == DataType::Float64 => Affine::IDENTITY,
+        Expr::Cast(c) if *c.field.data_type() == DataType::Float64 => match c.expr.as_ref() {
+            Expr::Column(col) if col.name == VALUE_COLUMN => Affine::IDENTITY,
+            inner => affine_of(inner, v_type)?,
+        },
+        Expr::Negative(x) => affine_of(x, v_type)?.then(Affine {
+            scale: -1.0,
+            offset: 0.0,
+        }),
+        Expr::BinaryExpr(b) => {
+            let (x, c, literal_left) = match (literal(&b.left), literal(&b.right)) {
+                (None, Some(c)) => (affine_of(&b.left, v_type)?, c, false),
+                (Some(c), None) => (affine_of(&b.right, v_type)?, c, true),
+                _ => return None,
+            };
+            let step = match (b.op, literal_left) {
+                (Operator::Plus, _) => Affine { scale: 1.0, offset: c },
+                (Operator::Minus, false) => Affine { scale: 1.0, offset: -c },
+                (Operator::Minus, true) => Affine { scale: -1.0, offset: c },
+                (Operator::Multiply, _) => Affine { scale: c, offset: 0.0 },
+                (Operator::Divide, false) if c != 0.0 => Affine {
+                    scale: 1.0 / c,
+                    offset: 0.0,
+                },
+                _ => return None,
+            };
+            x.then(step)
+        }
+        _ => return None,
+    };
+    (m.scale.is_finite() && m.scale != 0.0 && m.offset.is_finite()).then_some(m)
+}
+
+/// Strip column qualifiers: the pushdown's expressions are over the table's own columns.
+fn unqualified(e: &Expr) -> Expr {
+    datafusion::logical_expr::expr_rewriter::unnormalize_col(e.clone())
+}
+
+fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> {
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e.clone().unalias_nested().data else {
         return None;
     };
-    if params.distinct || params.filter.is_some() || !params.order_by.is_empty() || params.null_treatment.is_some() {
+    if params.distinct || !params.order_by.is_empty() || params.null_treatment.is_some() {
         return None;
     }
+    let filter = match &params.filter {
+        Some(f) => {
+            let f = unqualified(f);
+            expr_columns(table, &f)?;
+            Some(f)
+        }
+        None => None,
+    };
     let [arg] = params.args.as_slice() else { return None };
+    let v_type = table.value_type();
     let func = match func.name() {
         "count" => {
             if let Expr::Literal(v, _) = arg
                 && !v.is_null()
             {
                 return Some(AggSpec {
-                    func: AggFunc::CountStar,
-                    input_type: v_type.clone(),
+                    filter,
+                    ..AggSpec::of_value(AggFunc::CountStar, v_type)
                 });
             }
             AggFunc::Count
@@ -118,36 +182,70 @@ fn agg_spec(e: &Expr, v_type: &DataType) -> Option<AggSpec> {
         "stddev" | "stddev_samp" => AggFunc::StddevSamp,
         _ => return None,
     };
-    let input_type = value_input(arg, v_type)?;
-    Some(AggSpec { func, input_type })
+    let (input_type, input) = if let Some(t) = value_input(arg, &v_type) {
+        (t, AggInput::Value { affine: None })
+    } else {
+        let t = arg.get_type(schema).ok()?;
+        if let Some(m) = affine_of(arg, &v_type).filter(|_| t == DataType::Float64) {
+            (t, AggInput::Value { affine: Some(m) })
+        } else {
+            let e = unqualified(arg);
+            expr_columns(table, &e)?;
+            if !is_numeric(&t) {
+                return None;
+            }
+            (t, AggInput::Expr(e))
+        }
+    };
+    Some(AggSpec {
+        func,
+        input_type,
+        input,
+        filter,
+    })
 }
 
 fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Aggregate(agg) = plan else {
         return Ok(None);
     };
-    // The scan, possibly under a projection of its columns and casts of them (common
-    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates).
-    let (scan, projection) = match agg.input.as_ref() {
-        LogicalPlan::TableScan(scan) => (scan, None),
-        LogicalPlan::Projection(p) => match p.input.as_ref() {
-            LogicalPlan::TableScan(scan) => (scan, Some(p)),
-            _ => return Ok(None),
-        },
-        _ => return Ok(None),
+    // The scan, possibly under a projection of its columns and expressions of them (common
+    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates)
+    // and a filter of the conditions the scan does not resolve exactly (those on `v`).
+    let mut input = agg.input.as_ref();
+    let mut projections = Vec::new();
+    while let LogicalPlan::Projection(p) = input {
+        projections.push(p);
+        input = p.input.as_ref();
+    }
+    let predicate = match input {
+        LogicalPlan::Filter(f) => {
+            input = f.input.as_ref();
+            Some(&f.predicate)
+        }
+        _ => None,
     };
+    let LogicalPlan::TableScan(scan) = input else {
+        return Ok(None);
+    };
+    // Columns of each projection replaced by its expressions, top down.
     let resolve = |e: &Expr| -> Result<Expr> {
-        let Some(p) = projection else { return Ok(e.clone()) };
-        Ok(e.clone()
-            .transform(|x| {
-                if let Expr::Column(c) = &x
-                    && let Some(i) = p.schema.iter().position(|(_, f)| f.name() == &c.name)
-                {
-                    return Ok(Transformed::yes(p.expr[i].clone().unalias_nested().data));
-                }
-                Ok(Transformed::no(x))
-            })?
-            .data)
+        let mut e = e.clone();
+        for p in &projections {
+            e = e
+                .transform(|x| {
+                    if let Expr::Column(c) = &x
+                        && let Some(i) = p.schema.iter().position(|(q, f)| {
+                            f.name() == &c.name && (c.relation.is_none() || q == c.relation.as_ref())
+                        })
+                    {
+                        return Ok(Transformed::yes(p.expr[i].clone().unalias_nested().data));
+                    }
+                    Ok(Transformed::no(x))
+                })?
+                .data;
+        }
+        Ok(e)
     };
     let group_expr = agg.group_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
     let aggr_expr = agg.aggr_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
@@ -159,34 +257,59 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         return Ok(None);
     };
     let table = provider.model();
-    let axes = &table.axes;
-    let mut groups = Vec::new();
-    for g in &group_expr {
-        let Expr::Column(c) = g else { return Ok(None) };
-        let Some(d) = table.axis_index(&c.name) else {
+    let schema = scan.projected_schema.as_ref();
+    let mut groups: Vec<GroupKey> = Vec::new();
+    for (i, g) in group_expr.iter().enumerate() {
+        if let Expr::Column(c) = g
+            && let Some(d) = table.axis_index(&c.name)
+        {
+            groups.push(GroupKey::axis(table, d));
+            continue;
+        }
+        let e = unqualified(g);
+        let Some(&[d]) = expr_columns(table, &e).as_deref() else {
             return Ok(None);
         };
-        groups.push(d);
+        if d == table.value_index() {
+            return Ok(None);
+        }
+        let Ok(data_type) = g.get_type(schema) else {
+            return Ok(None);
+        };
+        groups.push(GroupKey {
+            axis: d,
+            expr: Some(e),
+            name: format!("__tet_k{i}"),
+            data_type,
+        });
     }
-    let v_type = table.value_type();
     let Some(aggs) = aggr_expr
         .iter()
-        .map(|e| agg_spec(e, &v_type))
+        .map(|e| agg_spec(e, table, schema))
         .collect::<Option<Vec<_>>>()
     else {
         return Ok(None);
     };
-    // A bare count(*) is answered by DataFusion from the scan's exact statistics.
-    if groups.is_empty() && aggs.iter().all(|a| a.func == AggFunc::CountStar) {
-        return Ok(None);
-    }
-    let aggregation = Aggregation {
-        groups: groups.clone(),
-        aggs: aggs.clone(),
+    let filter = match predicate {
+        Some(p) => {
+            let p = unqualified(p);
+            if expr_columns(table, &p).is_none() {
+                return Ok(None);
+            }
+            Some(p)
+        }
+        None => None,
     };
-    if aggregation.dense_groups(axes) > MAX_DENSE_GROUPS {
+    // A bare count(*) is answered by DataFusion from the scan's exact statistics.
+    if groups.is_empty() && filter.is_none() && aggs.iter().all(|a| a.func == AggFunc::CountStar && a.filter.is_none())
+    {
         return Ok(None);
     }
+    let aggregation = Aggregation { groups, aggs, filter };
+    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() {
+        return Ok(None);
+    }
+    let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);
     // Providers see filters with unqualified columns, as DataFusion's planner hands them over.
     let filters = datafusion::logical_expr::expr_rewriter::unnormalize_cols(scan.filters.clone());
     let partial = TetPartialAggregate::new(table.clone(), filters, aggregation.clone());
@@ -194,7 +317,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let input = LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(partial)), None)?.build()?;
 
     let state = |name: String| Expr::Column(Column::new(Some(qualifier.clone()), name));
-    let group_exprs: Vec<Expr> = groups.iter().map(|&d| state(axes[d].name.clone())).collect();
+    let group_exprs: Vec<Expr> = groups.iter().map(|k| state(k.name.clone())).collect();
     let mut merge_exprs = Vec::new();
     let mut finals = Vec::new();
     let sum = datafusion::functions_aggregate::expr_fn::sum;
@@ -267,7 +390,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let mut projection = Vec::new();
     for (i, (q, field)) in out_schema.iter().enumerate() {
         let e = if i < groups.len() {
-            Expr::Column(Column::new(Some(qualifier.clone()), axes[groups[i]].name.clone()))
+            Expr::Column(Column::new(Some(qualifier.clone()), groups[i].name.clone()))
         } else {
             finals[i - groups.len()].clone()
         };
@@ -290,7 +413,7 @@ pub struct TetPartialAggregate {
 impl TetPartialAggregate {
     /// The partial `aggregation` over `table` restricted by `filters`.
     pub fn new(table: Arc<TableModel>, filters: Vec<Expr>, aggregation: Aggregation) -> Self {
-        let schema = aggregation.schema(&table.axes);
+        let schema = aggregation.schema();
         TetPartialAggregate {
             table,
             filters,

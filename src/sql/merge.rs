@@ -212,11 +212,12 @@ impl Accumulator for ExtremeAccumulator {
             self.value = Some(match self.value {
                 None => x,
                 Some(cur) => {
-                    // Total order with NaN above every number.
+                    // DataFusion's order of floats: IEEE totalOrder (a NaN lies beyond
+                    // the infinities on the side of its sign).
                     let x_wins = if self.max {
-                        x.is_nan() || (!cur.is_nan() && x > cur)
+                        x.total_cmp(&cur).is_gt()
                     } else {
-                        !x.is_nan() && (cur.is_nan() || x < cur)
+                        x.total_cmp(&cur).is_lt()
                     };
                     if x_wins { x } else { cur }
                 }

@@ -66,6 +66,10 @@ const CUBE_QUERIES: &[&str] = &[
     "SELECT lon, min(v), max(CAST(v AS DOUBLE)) FROM {f} WHERE time <> 1006 GROUP BY lon ORDER BY lon LIMIT 7",
     "SELECT lat, avg(v) AS a FROM {f} GROUP BY lat HAVING avg(v) > -1000 ORDER BY a DESC",
     "SELECT count(*) FROM (SELECT lat, lon FROM {f} WHERE time = 1012) AS s",
+    // Analysis shapes: expression keys, affine and other inputs, weights, value filters.
+    "SELECT time % 4 AS h, avg(v * 1.8 + 32), max(v) FILTER (WHERE v > 0) FROM {f} WHERE v BETWEEN -500 AND 500 GROUP BY time % 4",
+    "SELECT lon > 10 AS e, sum(v * cos(radians(lon))) / sum(cos(radians(lon))) FROM {f} WHERE abs(v) > 3 GROUP BY 1",
+    "SELECT substr(lat, 2) AS b, count(*) FILTER (WHERE lat <> 'N01'), stddev(sqrt(abs(v))) FROM {f} GROUP BY 1",
 ];
 
 fn q(sql: &str, from: &str) -> String {
@@ -259,7 +263,13 @@ async fn damaged_or_stale_plans_are_clear_errors() {
             Box::new(move |a: &mut AggregationNode| a.aggs[0].input_type = Some(utf8.clone())),
             "Utf8",
         ),
-        (Box::new(|a: &mut AggregationNode| a.groups = vec![1, 1]), "repeated"),
+        (
+            Box::new(|a: &mut AggregationNode| {
+                let k = a.groups[0].clone();
+                a.groups = vec![k.clone(), k];
+            }),
+            "repeated",
+        ),
     ];
     for (edit, word) in edits {
         let mut n = agg.clone();

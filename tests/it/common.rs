@@ -156,6 +156,7 @@ pub fn column_values(a: &dyn arrow::array::Array) -> Vec<Val> {
                     }
                 }
                 DataType::Utf8 => Val::Str(a.as_string::<i32>().value(i).to_string()),
+                DataType::Boolean => Val::Int(a.as_boolean().value(i) as i128),
                 DataType::Utf8View => Val::Str(a.as_string_view().value(i).to_string()),
                 DataType::Timestamp(TimeUnit::Nanosecond, _) => {
                     Val::Int(a.as_primitive::<TimestampNanosecondType>().value(i) as i128)

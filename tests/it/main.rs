@@ -5,6 +5,7 @@
 //! for an allocation.
 
 mod agg_differential;
+mod analysis;
 #[cfg(all(feature = "ballista", feature = "cli"))]
 mod ballista;
 mod cf;

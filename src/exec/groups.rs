@@ -1,0 +1,251 @@
+//! Dense group indexing for the fold, and the walk of a chunk task's cells as segments
+//! that each fold into one group or one group per position.
+//!
+//! Every group key depends on one axis ([`GroupKey`]). The keys of one axis are evaluated
+//! once over its selected positions; positions whose key tuples are equal share a dense
+//! id. A group is the combination of one id per grouped axis (`Σ id_d · stride_d`), so
+//! the group count is the product of the distinct tuples per axis, and no cell is hashed.
+
+use super::expr::compile;
+use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::datatypes::Schema;
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::{Result, internal_datafusion_err};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Segments of equal ids at least this long fold as one run (vectorized).
+const MIN_RUN: usize = 16;
+
+/// Dense group indexing over the grouped axes.
+#[derive(Debug)]
+pub struct GroupIndex {
+    /// Per axis: the tuple id of each position (u32::MAX where not selected); `None`
+    /// when the axis is not grouped.
+    ids: Vec<Option<Vec<u32>>>,
+    /// Per axis: stride of its id in the group index (0 when not grouped).
+    stride: Vec<usize>,
+    /// Per axis: number of distinct tuples (1 when not grouped).
+    tuples: Vec<usize>,
+    /// Per group key (output order): its value for each tuple id of its axis.
+    keys: Vec<ArrayRef>,
+    /// Per group key: its axis.
+    key_axes: Vec<usize>,
+    /// Number of groups.
+    pub count: usize,
+}
+
+impl GroupIndex {
+    /// Evaluate the keys of `aggregation` over the positions `selection` keeps.
+    pub fn new(table: &TableModel, aggregation: &Aggregation, selection: &[AxisSelection]) -> Result<GroupIndex> {
+        let n = selection.len();
+        let mut ids = vec![None; n];
+        let mut stride = vec![0usize; n];
+        let mut tuples = vec![1usize; n];
+        let mut keys: Vec<Option<ArrayRef>> = vec![None; aggregation.groups.len()];
+        let mut s = 1usize;
+        for d in aggregation.grouped_axes().into_iter().rev() {
+            let axis = &table.axes[d];
+            let pos: Vec<u64> = selection[d].positions().collect();
+            let values = axis.take(&pos)?;
+            let schema = Arc::new(Schema::new(vec![table.schema.field(d).clone()]));
+            let batch = RecordBatch::try_new(schema.clone(), vec![values.clone()])?;
+            let mine: Vec<usize> = (0..aggregation.groups.len())
+                .filter(|&k| aggregation.groups[k].axis == d)
+                .collect();
+            let mut columns = Vec::with_capacity(mine.len());
+            for &k in &mine {
+                columns.push(match &aggregation.groups[k].expr {
+                    None => values.clone(),
+                    Some(e) => compile(e, &schema)?.evaluate(&batch)?.into_array(batch.num_rows())?,
+                });
+            }
+            // One id per distinct key tuple, in order of first appearance; a lone axis key
+            // keeps one id per position (equal labels merge above).
+            let (rank, first): (Vec<u32>, Vec<u32>) = if let [None] = mine
+                .iter()
+                .map(|&k| aggregation.groups[k].expr.as_ref())
+                .collect::<Vec<_>>()[..]
+            {
+                let r: Vec<u32> = (0..pos.len() as u32).collect();
+                (r.clone(), r)
+            } else {
+                let fields = columns.iter().map(|c| SortField::new(c.data_type().clone())).collect();
+                let rows = RowConverter::new(fields)?.convert_columns(&columns)?;
+                let mut seen: HashMap<&[u8], u32> = HashMap::new();
+                let mut first = Vec::new();
+                let rank = (0..rows.num_rows())
+                    .map(|i| {
+                        *seen.entry(rows.row(i).data()).or_insert_with(|| {
+                            first.push(i as u32);
+                            (first.len() - 1) as u32
+                        })
+                    })
+                    .collect();
+                (rank, first)
+            };
+            let take = UInt32Array::from(first.clone());
+            for (c, &k) in columns.iter().zip(&mine) {
+                keys[k] = Some(arrow::compute::take(c, &take, None)?);
+            }
+            let extent = usize::try_from(axis.extent)
+                .map_err(|_| internal_datafusion_err!("axis {} is too long to group by", axis.name))?;
+            let mut map = vec![u32::MAX; extent];
+            for (&p, &r) in pos.iter().zip(&rank) {
+                map[p as usize] = r;
+            }
+            ids[d] = Some(map);
+            stride[d] = s;
+            tuples[d] = first.len().max(1);
+            s = s.saturating_mul(tuples[d]);
+        }
+        let count = aggregation
+            .grouped_axes()
+            .iter()
+            .map(|&d| if selection[d].count() == 0 { 0 } else { tuples[d] })
+            .product::<usize>();
+        Ok(GroupIndex {
+            ids,
+            stride,
+            tuples,
+            keys: keys
+                .into_iter()
+                .map(|k| k.expect("every key is on a grouped axis"))
+                .collect(),
+            key_axes: aggregation.groups.iter().map(|k| k.axis).collect(),
+            count,
+        })
+    }
+
+    /// The group offset of position `pos` of axis `d` (0 when `d` is not grouped).
+    #[inline]
+    fn offset(&self, d: usize, pos: u64) -> usize {
+        match &self.ids[d] {
+            Some(m) => m[pos as usize] as usize * self.stride[d],
+            None => 0,
+        }
+    }
+
+    /// The key columns of `groups`, in output order.
+    pub fn key_columns(&self, groups: &[usize]) -> Result<Vec<ArrayRef>> {
+        self.keys
+            .iter()
+            .zip(&self.key_axes)
+            .map(|(values, &d)| {
+                let ids = UInt32Array::from_iter_values(
+                    groups.iter().map(|&g| ((g / self.stride[d]) % self.tuples[d]) as u32),
+                );
+                Ok(arrow::compute::take(values, &ids, None)?)
+            })
+            .collect()
+    }
+}
+
+/// Where a segment's cells go.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// Every cell into group `g`.
+    One(usize),
+    /// Cell `i` into group `base + ids[i] · stride`.
+    Each { base: usize, stride: usize, ids: &'a [u32] },
+}
+
+/// A stretch of selected cells: contiguous in the tile (from `tile_offset`) and in the
+/// order the scan produces cells (from `cell_offset`).
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    pub tile_offset: usize,
+    pub cell_offset: usize,
+    pub len: usize,
+    pub target: Target<'a>,
+}
+
+/// Walk the selected cells of `task` (tile starting at `start`) as segments: runs of one
+/// group joined while contiguous; a grouped innermost axis split into stretches of equal
+/// ids (long ones fold as runs) and element-wise stretches.
+pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mut f: impl FnMut(Segment<'a>)) {
+    let last = task.tile_extent.len() - 1;
+    let mut cell = 0usize;
+    let mut runs = task.runs();
+    if let Some(ids) = &gi.ids[last] {
+        let stride = gi.stride[last];
+        while let Some(r) = runs.next() {
+            let base: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
+            let p0 = (start[last] + r.first) as usize;
+            let ids = &ids[p0..p0 + r.len as usize];
+            let (off, len) = (r.offset as usize, r.len as usize);
+            // Stretches of equal ids: long ones as runs, the rest element-wise.
+            let mut i = 0;
+            let mut each_from = 0;
+            while i < len {
+                let mut j = i + 1;
+                while j < len && ids[j] == ids[i] {
+                    j += 1;
+                }
+                if j - i >= MIN_RUN {
+                    if each_from < i {
+                        f(Segment {
+                            tile_offset: off + each_from,
+                            cell_offset: cell + each_from,
+                            len: i - each_from,
+                            target: Target::Each {
+                                base,
+                                stride,
+                                ids: &ids[each_from..i],
+                            },
+                        });
+                    }
+                    f(Segment {
+                        tile_offset: off + i,
+                        cell_offset: cell + i,
+                        len: j - i,
+                        target: Target::One(base + ids[i] as usize * stride),
+                    });
+                    each_from = j;
+                }
+                i = j;
+            }
+            if each_from < len {
+                f(Segment {
+                    tile_offset: off + each_from,
+                    cell_offset: cell + each_from,
+                    len: len - each_from,
+                    target: Target::Each {
+                        base,
+                        stride,
+                        ids: &ids[each_from..],
+                    },
+                });
+            }
+            cell += len;
+        }
+        return;
+    }
+    let mut pending: Option<Segment> = None;
+    while let Some(r) = runs.next() {
+        let g: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
+        let (off, len) = (r.offset as usize, r.len as usize);
+        pending = match pending {
+            Some(mut p) if matches!(p.target, Target::One(pg) if pg == g) && p.tile_offset + p.len == off => {
+                p.len += len;
+                Some(p)
+            }
+            other => {
+                if let Some(p) = other {
+                    f(p);
+                }
+                Some(Segment {
+                    tile_offset: off,
+                    cell_offset: cell,
+                    len,
+                    target: Target::One(g),
+                })
+            }
+        };
+        cell += len;
+    }
+    if let Some(p) = pending {
+        f(p);
+    }
+}

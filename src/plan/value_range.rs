@@ -1,0 +1,156 @@
+//! Comparisons of `v` with constants as ranges of order keys: the order DataFusion
+//! compares floats in, Arrow's IEEE 754 totalOrder (NaN above +inf, a NaN with its sign
+//! bit set below -inf) after DataFusion maps -0 to +0. The fold tests a range with one
+//! integer comparison per element instead of evaluating the predicate.
+
+use super::aggregate::widens;
+use super::table::TableModel;
+use super::values::VALUE_COLUMN;
+use arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+
+/// The position of `x` in IEEE 754 totalOrder as a signed integer, with -0 and +0 equal
+/// (as DataFusion compares them).
+#[inline(always)]
+pub fn order_key(x: f64) -> i64 {
+    let x = if x == 0.0 { 0.0 } else { x };
+    let b = x.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
+/// The values a comparison keeps: totalOrder keys `lo..=hi` (see [`order_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl KeyRange {
+    /// Every value.
+    pub const ALL: KeyRange = KeyRange {
+        lo: i64::MIN,
+        hi: i64::MAX,
+    };
+
+    /// Values in both ranges.
+    pub fn and(self, o: KeyRange) -> KeyRange {
+        KeyRange {
+            lo: self.lo.max(o.lo),
+            hi: self.hi.min(o.hi),
+        }
+    }
+
+    /// Whether key `k` is in the range.
+    #[inline(always)]
+    pub fn contains(self, k: i64) -> bool {
+        self.lo <= k && k <= self.hi
+    }
+}
+
+/// `e` as a range of `v`'s values when it is a conjunction of comparisons of `v` (or a
+/// widening cast of it) with numeric constants (`<`, `<=`, `>`, `>=`, `=`, `BETWEEN`) and
+/// `v IS NOT NULL`; `None` for anything else. Only for stored types whose values are exact
+/// as f64 (not 64-bit integers) and unpacked datasets, where comparing f64 keys is exactly
+/// DataFusion's comparison.
+pub fn value_range(table: &TableModel, e: &Expr) -> Option<KeyRange> {
+    let dtype = table.dataset().dtype();
+    if table.packing.is_some() || (dtype.size() == 8 && !dtype.is_float()) {
+        return None;
+    }
+    range_of(e, &table.value_type())
+}
+
+fn is_value(e: &Expr, v_type: &DataType) -> bool {
+    match e {
+        Expr::Column(c) => c.name == VALUE_COLUMN && c.relation.is_none(),
+        Expr::Cast(c) => is_value(&c.expr, v_type) && widens(v_type, c.field.data_type()),
+        _ => false,
+    }
+}
+
+fn constant(e: &Expr) -> Option<f64> {
+    let Expr::Literal(v, _) = e else { return None };
+    match v {
+        ScalarValue::Float64(Some(x)) => Some(*x),
+        ScalarValue::Float32(Some(x)) => Some(*x as f64),
+        ScalarValue::Float16(Some(x)) => Some(x.to_f64()),
+        ScalarValue::Int8(Some(x)) => Some(*x as f64),
+        ScalarValue::Int16(Some(x)) => Some(*x as f64),
+        ScalarValue::Int32(Some(x)) => Some(*x as f64),
+        ScalarValue::Int64(Some(x)) => Some(*x as f64),
+        ScalarValue::UInt8(Some(x)) => Some(*x as f64),
+        ScalarValue::UInt16(Some(x)) => Some(*x as f64),
+        ScalarValue::UInt32(Some(x)) => Some(*x as f64),
+        ScalarValue::UInt64(Some(x)) => Some(*x as f64),
+        _ => None,
+    }
+}
+
+fn compare(op: Operator, c: f64) -> Option<KeyRange> {
+    let k = order_key(c);
+    let (lo, hi) = match op {
+        Operator::Eq => (k, k),
+        Operator::Lt => (i64::MIN, k.checked_sub(1)?),
+        Operator::LtEq => (i64::MIN, k),
+        Operator::Gt => (k.checked_add(1)?, i64::MAX),
+        Operator::GtEq => (k, i64::MAX),
+        _ => return None,
+    };
+    Some(KeyRange { lo, hi })
+}
+
+fn range_of(e: &Expr, v_type: &DataType) -> Option<KeyRange> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => Some(range_of(left, v_type)?.and(range_of(right, v_type)?)),
+            _ if is_value(left, v_type) => compare(*op, constant(right)?),
+            _ if is_value(right, v_type) => compare(op.swap()?, constant(left)?),
+            _ => None,
+        },
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_value(expr, v_type) => {
+            Some(compare(Operator::GtEq, constant(low)?)?.and(compare(Operator::LtEq, constant(high)?)?))
+        }
+        Expr::IsNotNull(x) if is_value(x, v_type) => Some(KeyRange::ALL),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_keys_follow_total_order() {
+        let xs = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.5,
+            -2.5,
+            1e-310,
+        ];
+        for a in xs {
+            for b in xs {
+                let want = if a == 0.0 && b == 0.0 {
+                    std::cmp::Ordering::Equal
+                } else {
+                    a.total_cmp(&b)
+                };
+                assert_eq!(order_key(a).cmp(&order_key(b)), want, "{a} vs {b}");
+            }
+        }
+        // Strict bounds exclude the constant itself and nothing else; -0 is 0.
+        let gt = compare(Operator::Gt, 0.0).unwrap();
+        assert!(!gt.contains(order_key(-0.0)) && gt.contains(order_key(f64::MIN_POSITIVE / 4.0)));
+        assert!(compare(Operator::GtEq, 0.0).unwrap().contains(order_key(-0.0)));
+    }
+}

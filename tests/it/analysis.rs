@@ -1,0 +1,337 @@
+//! Differential tests of the analysis fold: group keys that are expressions of one axis,
+//! affine and other expressions of `v`, weights from axes, value conditions in `WHERE`
+//! and `FILTER` — on random files each answer equals DataFusion's own plan (pushdown
+//! off), and `TetAggregateExec` is in the plan exactly when the rule should fire.
+
+use crate::agg_differential::{compare, no_pushdown, plan_text};
+use crate::common::{Rng, Val, ctx, tempdir};
+use crate::sql_differential::Case;
+use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
+
+fn pick<'a>(rng: &mut Rng, xs: &[&'a str]) -> &'a str {
+    xs[rng.below(xs.len() as u64) as usize]
+}
+
+fn is_text(case: &Case, d: usize) -> bool {
+    matches!(case.axes[d].values[0], Val::Str(_))
+}
+
+/// A random expression of axis `d` (`{a}` is the axis name).
+fn key_expr(case: &Case, rng: &mut Rng, d: usize) -> String {
+    let e = if is_text(case, d) {
+        pick(
+            rng,
+            &[
+                "substr({a}, 2)",
+                "{a} = 'L1'",
+                "CASE WHEN {a} < 'L2' THEN 1 END",
+                "length({a}) + 1",
+            ],
+        )
+    } else {
+        pick(
+            rng,
+            &[
+                "{a} % 3",
+                "floor({a} / 4.0)",
+                "{a} > 1",
+                "CASE WHEN {a} < 2 THEN 'lo' ELSE 'hi' END",
+                "abs({a} - 3)",
+            ],
+        )
+    };
+    e.replace("{a}", &case.axes[d].name)
+}
+
+/// A random numeric axis of `case`, if any.
+fn numeric_axis(case: &Case, rng: &mut Rng) -> Option<String> {
+    let ds: Vec<usize> = (0..case.axes.len()).filter(|&d| !is_text(case, d)).collect();
+    (!ds.is_empty()).then(|| case.axes[ds[rng.below(ds.len() as u64) as usize]].name.clone())
+}
+
+/// A random aggregate input: `v`, affine maps of it (exact in binary), other expressions
+/// of it, weights from a numeric axis.
+fn input(case: &Case, rng: &mut Rng) -> String {
+    let axis = numeric_axis(case, rng);
+    let mut xs = vec![
+        "v",
+        "v * 2.5 + 1",
+        "(v - 3) / 2.0",
+        "-CAST(v AS DOUBLE)",
+        "CAST(v AS DOUBLE) * 0.5",
+        "abs(v)",
+        "CASE WHEN v > 0 THEN v ELSE 0 END",
+        "sqrt(abs(CAST(v AS DOUBLE)))",
+    ];
+    if axis.is_some() {
+        xs.extend([
+            "CAST(v AS DOUBLE) * ({w} + 1)",
+            "CAST({w} AS DOUBLE) * 0.25",
+            "v * 0.5 + {w}",
+        ]);
+    }
+    let e = pick(rng, &xs);
+    e.replace("{w}", axis.as_deref().unwrap_or("0"))
+}
+
+/// A random condition on `v` (alone, or with an axis).
+fn value_condition(case: &Case, rng: &mut Rng) -> String {
+    let axis = numeric_axis(case, rng);
+    let mut xs = vec![
+        "v > 0",
+        "v >= -3",
+        "v < 10.5",
+        "v BETWEEN -20 AND 20",
+        "v = 1",
+        "v IS NOT NULL",
+        "v > 0 AND v <= 30",
+        "v <> 2",
+        "abs(v) < 25",
+        "v IS NULL",
+    ];
+    if axis.is_some() {
+        xs.extend(["v > {w}", "v > 0 OR {w} = 1"]);
+    }
+    pick(rng, &xs).replace("{w}", axis.as_deref().unwrap_or("0"))
+}
+
+/// A random analysis over `from`: expression and axis keys, one to three aggregates of
+/// random inputs (some with `FILTER`), axis predicates and a value condition.
+fn random_analysis(case: &Case, rng: &mut Rng, from: &str) -> String {
+    let n = case.axes.len();
+    let mut keys = Vec::new();
+    for d in 0..n {
+        match rng.below(3) {
+            0 => keys.push(case.axes[d].name.clone()),
+            1 => keys.push(key_expr(case, rng, d)),
+            _ => {}
+        }
+    }
+    let funcs = ["count", "sum", "avg", "min", "max", "var_pop", "stddev", "count(*)"];
+    let mut aggs = vec![format!("sum({})", input(case, rng))];
+    for _ in 0..rng.below(3) {
+        let f = pick(rng, &funcs);
+        let mut a = if f == "count(*)" {
+            f.to_string()
+        } else {
+            format!("{f}({})", input(case, rng))
+        };
+        match rng.below(3) {
+            0 => a = format!("{a} FILTER (WHERE {})", value_condition(case, rng)),
+            1 => {
+                let d = rng.below(n as u64) as usize;
+                a = format!("{a} FILTER (WHERE {})", case.predicate(rng, d).0)
+            }
+            _ => {}
+        }
+        aggs.push(a);
+    }
+    let mut preds = Vec::new();
+    for d in 0..n {
+        if rng.below(4) == 0 {
+            preds.push(case.predicate(rng, d).0);
+        }
+    }
+    if rng.below(2) == 0 {
+        preds.push(value_condition(case, rng));
+    }
+    let where_ = if preds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", preds.join(" AND "))
+    };
+    let select: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("{k} AS k{i}"))
+        .chain(aggs)
+        .collect();
+    let group_by = if keys.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", keys.join(", "))
+    };
+    format!("SELECT {} FROM {from}{where_}{group_by}", select.join(", "))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_analyses_equal_datafusion() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(1313);
+    let (mut compared, mut folded) = (0, 0);
+    for k in 0..30 {
+        let case = Case::generate(&mut rng, dir.path(), k);
+        let from = format!("tet('{}', 't')", case.path);
+        for _ in 0..8 {
+            let sql = random_analysis(&case, &mut rng, &from);
+            if compare(&on, &off, &sql, None).await {
+                compared += 1;
+                folded += plan_text(&on, &sql).await.unwrap().contains("TetAggregateExec") as usize;
+            }
+        }
+    }
+    // Most queries are valid SQL (not all: `abs` of an unsigned type), and most fold (not
+    // all: an input DataFusion types as Decimal128, such as a CASE over UInt64, does not).
+    assert!(compared > 180, "only {compared} of 240 compared");
+    assert!(folded * 10 > compared * 9, "only {folded} of {compared} folded");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn analysis_shapes_around_the_fold() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(77);
+    let case = (0..40)
+        .map(|k| Case::generate(&mut rng, dir.path(), k))
+        .find(|c| c.axes.len() >= 3 && c.dtype.is_float() && (0..3).all(|d| !is_text(c, d)))
+        .unwrap();
+    let f = format!("tet('{}', 't')", case.path);
+    let (a0, a1, a2) = (&case.axes[0].name, &case.axes[1].name, &case.axes[2].name);
+    let fire = [
+        // Keys of one axis, HAVING, ORDER BY, LIMIT, CTEs and subqueries around the fold.
+        format!(
+            "SELECT {a0} % 2 AS p, sum(v) AS s FROM {f} GROUP BY {a0} % 2 HAVING count(*) > 1 ORDER BY s DESC, p LIMIT 1"
+        ),
+        format!(
+            "WITH g AS (SELECT floor({a1} / 2.0) AS b, avg(v * 1.8 + 32) AS m FROM {f} GROUP BY 1) SELECT * FROM g WHERE m > 0"
+        ),
+        format!("SELECT {a2} > 0 AS east, {a0}, max(v), min(v) FROM {f} WHERE v > 0 GROUP BY {a2} > 0, {a0}"),
+        format!("SELECT count(*) FILTER (WHERE v > 1), count(*) FILTER (WHERE {a1} = 0), count(*) FROM {f}"),
+        format!("SELECT sum(CAST(v AS DOUBLE) * cos(radians({a1}))) / sum(cos(radians({a1}))) FROM {f}"),
+        format!(
+            "SELECT {a0}, sum(v * v), stddev(sqrt(abs(CAST(v AS DOUBLE)))) FROM {f} WHERE abs(v) < 20 GROUP BY {a0}"
+        ),
+        format!(
+            "SELECT * FROM (SELECT {a1} % 2 AS k, var_pop(v) AS s FROM {f} WHERE v BETWEEN -10 AND 10 GROUP BY 1) WHERE s IS NOT NULL"
+        ),
+        // A bare count(*) with a value condition folds (no statistics answer it).
+        format!("SELECT count(*) FROM {f} WHERE v > 3"),
+    ];
+    for q in &fire {
+        assert!(compare(&on, &off, q, Some(true)).await, "{q}");
+    }
+    let keep = [
+        format!("SELECT count(DISTINCT v) FROM {f}"),
+        // A key of two axes, or of the value: not one axis.
+        format!("SELECT {a0} + {a1}, sum(v) FROM {f} GROUP BY {a0} + {a1}"),
+        format!("SELECT v > 0, count(*) FROM {f} GROUP BY v > 0"),
+        format!("SELECT median(v) FROM {f}"),
+    ];
+    for q in &keep {
+        assert!(compare(&on, &off, q, Some(false)).await, "{q}");
+    }
+    // Volatile inputs and filters stay with DataFusion (their answers differ per run).
+    for q in [
+        format!("SELECT sum(v) FILTER (WHERE random() > 2) FROM {f}"),
+        format!("SELECT sum(v + random()) FROM {f}"),
+        format!("SELECT {a0}, count(*) FROM {f} WHERE v > random() GROUP BY {a0}"),
+    ] {
+        let plan = plan_text(&on, &q).await.unwrap();
+        assert!(!plan.contains("TetAggregateExec"), "{q}\n{plan}");
+    }
+}
+
+/// Comparisons of floats are DataFusion's: IEEE totalOrder, where NaN sorts beyond the
+/// infinities on the side of its sign, with -0 equal to +0; NULLs never pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn value_conditions_follow_arrows_float_order() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let neg_nan = f64::from_bits(f64::NAN.to_bits() | (1 << 63));
+    let specials = [
+        f64::NAN,
+        neg_nan,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.5,
+        -7.0,
+    ];
+    for (dtype, fill) in [(DType::F64, None), (DType::F32, Some("-7")), (DType::F16, Some("NaN"))] {
+        let vals: Vec<f64> = (0..64).map(|i| specials[(i * 7) % specials.len()]).collect();
+        let bytes: Vec<u8> = match dtype {
+            DType::F64 => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            DType::F32 => vals.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect(),
+            _ => vals
+                .iter()
+                .flat_map(|v| half::f16::from_f64(*v).to_le_bytes())
+                .collect(),
+        };
+        let path = dir.path().join(format!("special_{dtype:?}.tet"));
+        let mut spec = DatasetSpec::new("t", dtype, &[8, 8], &[3, 5], &bytes).dim_names(&["y", "x"]);
+        if let Some(f) = fill {
+            spec = spec.attr("_FillValue", f);
+        }
+        let mut w = TetWriter::new();
+        w.dataset(spec).unwrap();
+        w.zone_maps(true);
+        w.write_path(&path).unwrap();
+        let f = format!("tet('{}')", path.display());
+        for cond in [
+            "v > 0",
+            "v >= 0",
+            "v = 0",
+            "v < 0",
+            "v <= -0.0",
+            "v > 1e308",
+            "v < -1e308",
+            "v BETWEEN -1 AND 1",
+            "v = 'NaN'",
+            "v >= 'NaN'",
+            "v IS NOT NULL",
+        ] {
+            // DataFusion's grouped min/max of floats depend on the order rows arrive in
+            // when NaN is among them (`partial_cmp` is None: the newer value wins), so
+            // extremes are compared without groups, where both follow Arrow's order.
+            let q = format!("SELECT y, count(*), count(v), sum(v) FROM {f} WHERE {cond} GROUP BY y");
+            compare(&on, &off, &q, Some(true)).await;
+            let q = format!("SELECT count(*), min(v), max(v), var_pop(v) FROM {f} WHERE {cond}");
+            compare(&on, &off, &q, Some(true)).await;
+            let q = format!(
+                "SELECT x % 3 AS k, count(*) FILTER (WHERE {cond}), avg(v) FILTER (WHERE {cond}) FROM {f} GROUP BY 1"
+            );
+            compare(&on, &off, &q, Some(true)).await;
+        }
+    }
+}
+
+/// Time buckets of a CF time axis fold: `date_trunc`, `extract`, `date_bin`.
+#[tokio::test(flavor = "multi_thread")]
+async fn time_buckets_of_a_cf_time_axis() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let (nt, ny) = (24 * 40, 5u64);
+    let time: Vec<u8> = (0..nt as i64).flat_map(|h| (h * 6).to_le_bytes()).collect();
+    let data: Vec<u8> = (0..nt * ny)
+        .flat_map(|i| (((i * 37) % 101) as f32 - 50.0).to_le_bytes())
+        .collect();
+    let path = dir.path().join("cf_time.tet");
+    let mut w = TetWriter::new();
+    w.dataset(
+        DatasetSpec::new("time", DType::I64, &[nt], &[100], &time)
+            .dim_names(&["time"])
+            .attr("units", "hours since 2000-01-01 00:00:00")
+            .attr("calendar", "standard"),
+    )
+    .unwrap();
+    w.dataset(DatasetSpec::new("t2m", DType::F32, &[nt, ny], &[64, 5], &data).dim_names(&["time", "lat"]))
+        .unwrap();
+    w.write_path(&path).unwrap();
+    let f = format!("tet('{}', 't2m')", path.display());
+    for q in [
+        format!("SELECT date_trunc('month', time) AS m, avg(v) FROM {f} GROUP BY 1"),
+        format!("SELECT extract(hour FROM time) AS h, lat, max(v), count(*) FROM {f} GROUP BY 1, lat"),
+        format!(
+            "SELECT date_bin(INTERVAL '7 days', time, TIMESTAMP '2000-01-01') AS w, sum(v) FILTER (WHERE v > 0) FROM {f} GROUP BY 1"
+        ),
+        format!(
+            "SELECT extract(month FROM time) AS mo, extract(year FROM time) AS y, var_pop(v) FROM {f} WHERE time >= '2000-02-01' GROUP BY 1, 2"
+        ),
+    ] {
+        assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
+    }
+}
