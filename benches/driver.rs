@@ -15,7 +15,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use datafusion_tet::format::{DType, DatasetSpec, TetFile, TetWriter};
 use std::time::Instant;
 
-const QUERIES: [(&str, &str); 4] = [
+const QUERIES: &[(&str, &str)] = &[
     ("full_mean", "SELECT avg(v) FROM t"),
     ("by_lat", "SELECT lat, avg(v) FROM t GROUP BY lat"),
     ("by_time", "SELECT time, avg(v) FROM t GROUP BY time"),
@@ -23,6 +23,20 @@ const QUERIES: [(&str, &str); 4] = [
         "by_lat_sliced",
         "SELECT lat, avg(v) FROM t WHERE time < {SLICE} GROUP BY lat",
     ),
+    // Analysis shapes (time is hourly positions here).
+    ("hour_of_day", "SELECT time % 24 AS h, avg(v) FROM t GROUP BY time % 24"),
+    (
+        "lat_bands",
+        "SELECT floor(lat / 10) AS band, avg(v), min(v), max(v) FROM t GROUP BY 1",
+    ),
+    (
+        "area_weighted",
+        "SELECT sum(v * cos(radians(lat))) / sum(cos(radians(lat))) FROM t",
+    ),
+    ("value_filter", "SELECT lat, count(*) FROM t WHERE v > 290 GROUP BY lat"),
+    ("filter_clause", "SELECT count(*) FILTER (WHERE v > 290), avg(v) FROM t"),
+    ("affine", "SELECT avg(v - 273.15), max(v * 1.8 - 459.67) FROM t"),
+    ("non_affine", "SELECT avg(sqrt(abs(v))) FROM t"),
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -141,6 +155,31 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
     }
     eprintln!("floor sum {check}");
     report("floor_sum_f32", "full_mean", times);
+    // The native floor: benches/floor.c built for this machine (TET_FLOOR_BIN), over the
+    // payload bytes, which this cube stores contiguously.
+    if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
+        let entries: Vec<_> = ds.chunk_rows.iter().map(|&r| &file.chunks[r as usize]).collect();
+        let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
+        let end = entries
+            .iter()
+            .map(|e| e.payload_offset + e.stored_byte_len)
+            .max()
+            .unwrap_or(0);
+        let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
+        assert_eq!(stored, end - start, "the floor needs contiguous raw payloads");
+        let out = std::process::Command::new(bin)
+            .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
+            .output()?;
+        let line = String::from_utf8_lossy(&out.stdout);
+        eprintln!("native floor {line}");
+        let median: f64 = line
+            .split("\"median_s\": ")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(f64::NAN);
+        report("floor_native_c", "full_mean", vec![median]);
+    }
     for (engine, pushdown, table) in [
         ("ours_rust_api", true, "tet"),
         ("datafusion_over_our_scan", false, "tet"),

@@ -323,6 +323,18 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
         _ => None,
     };
     let one = one.filter(|_| keep.range.is_none());
+    // Counting only, nothing missing: no element needs a look.
+    if one == Some(None) && needs == Needs::default() {
+        return RunStats {
+            n: run.len() as u64,
+            fsum: 0.0,
+            isum: 0,
+            min: T::MAX,
+            max: T::MIN,
+            nans: 0,
+            nan_signs: 0,
+        };
+    }
     match (one, needs.fsum || needs.moments, needs.isum, needs.min_max) {
         (Some(None), true, false, false) => {
             for c in chunks {
@@ -337,7 +349,9 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                 for i in 0..L {
                     let x = c[i];
                     fs[i] += x.f();
-                    is[i] = is[i].wrapping_add(x.bits());
+                    if !T::FLOAT {
+                        is[i] = is[i].wrapping_add(x.bits());
+                    }
                     mn[i] = if x < mn[i] { x } else { mn[i] };
                     mx[i] = if x > mx[i] { x } else { mx[i] };
                 }
@@ -351,7 +365,9 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                     let ok = x != fv;
                     n[i] += ok as u64;
                     fs[i] += if ok { x.f() } else { 0.0 };
-                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    if !T::FLOAT {
+                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    }
                     mn[i] = if ok && x < mn[i] { x } else { mn[i] };
                     mx[i] = if ok && x > mx[i] { x } else { mx[i] };
                 }
@@ -366,7 +382,9 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                     let ok = r.contains(x.key());
                     n[i] += ok as u64;
                     fs[i] += if ok { x.f() } else { 0.0 };
-                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    if !T::FLOAT {
+                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    }
                     mn[i] = if ok && x < mn[i] { x } else { mn[i] };
                     mx[i] = if ok && x > mx[i] { x } else { mx[i] };
                 }
@@ -381,7 +399,9 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                     let ok = x == x;
                     n[i] += ok as u64;
                     fs[i] += if ok { x.f() } else { 0.0 };
-                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    if !T::FLOAT {
+                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    }
                     mn[i] = if ok && x < mn[i] { x } else { mn[i] };
                     mx[i] = if ok && x > mx[i] { x } else { mx[i] };
                 }
@@ -394,7 +414,9 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                     let ok = keep.test(x);
                     n[i] += ok as u64;
                     fs[i] += if ok { x.f() } else { 0.0 };
-                    is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    if !T::FLOAT {
+                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
+                    }
                     mn[i] = if ok && x < mn[i] { x } else { mn[i] };
                     mx[i] = if ok && x > mx[i] { x } else { mx[i] };
                 }
@@ -407,11 +429,16 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
         }
         n[0] += 1;
         fs[0] += x.f();
-        is[0] = is[0].wrapping_add(x.bits());
+        if !T::FLOAT {
+            is[0] = is[0].wrapping_add(x.bits());
+        }
         mn[0] = if x < mn[0] { x } else { mn[0] };
         mx[0] = if x > mx[0] { x } else { mx[0] };
     }
-    let (nans, nan_signs) = if T::FLOAT && needs.min_max {
+    let fsum = ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7]));
+    // NaNs: comparisons skip them in the lanes above; a second pass counts them only when
+    // the sum says there may be one (every loop that tracks min/max also sums).
+    let (nans, nan_signs) = if T::FLOAT && needs.min_max && !fsum.is_finite() {
         run.iter()
             .filter(|x| x.is_nan() && keep.test(**x))
             .fold((0, 0), |(n, s), x| (n + 1, s | nan_sign(*x)))
@@ -421,7 +448,7 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
     let mut out = RunStats {
         n: n.iter().sum(),
         // Pairwise combination of the lanes.
-        fsum: ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7])),
+        fsum,
         isum: is.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
         min: T::MAX,
         max: T::MIN,

@@ -190,8 +190,9 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
             (t, AggInput::Value { affine: Some(m) })
         } else {
             let e = unqualified(arg);
-            expr_columns(table, &e)?;
-            if !is_numeric(&t) {
+            // Inputs reading an axis (weights) would be gathered cell by cell, slower
+            // today than DataFusion's own plan: left to it until weights fold per run.
+            if expr_columns(table, &e)? != [table.value_index()] || !is_numeric(&t) {
                 return None;
             }
             (t, AggInput::Expr(e))

@@ -172,9 +172,10 @@ async fn random_analyses_equal_datafusion() {
         }
     }
     // Most queries are valid SQL (not all: `abs` of an unsigned type), and most fold (not
-    // all: an input DataFusion types as Decimal128, such as a CASE over UInt64, does not).
+    // all: inputs weighted by an axis do not, nor inputs DataFusion types as Decimal128,
+    // such as a CASE over UInt64).
     assert!(compared > 180, "only {compared} of 240 compared");
-    assert!(folded * 10 > compared * 9, "only {folded} of {compared} folded");
+    assert!(folded * 2 > compared, "only {folded} of {compared} folded");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -198,7 +199,6 @@ async fn analysis_shapes_around_the_fold() {
         ),
         format!("SELECT {a2} > 0 AS east, {a0}, max(v), min(v) FROM {f} WHERE v > 0 GROUP BY {a2} > 0, {a0}"),
         format!("SELECT count(*) FILTER (WHERE v > 1), count(*) FILTER (WHERE {a1} = 0), count(*) FROM {f}"),
-        format!("SELECT sum(CAST(v AS DOUBLE) * cos(radians({a1}))) / sum(cos(radians({a1}))) FROM {f}"),
         format!(
             "SELECT {a0}, sum(v * v), stddev(sqrt(abs(CAST(v AS DOUBLE)))) FROM {f} WHERE abs(v) < 20 GROUP BY {a0}"
         ),
@@ -217,6 +217,8 @@ async fn analysis_shapes_around_the_fold() {
         format!("SELECT {a0} + {a1}, sum(v) FROM {f} GROUP BY {a0} + {a1}"),
         format!("SELECT v > 0, count(*) FROM {f} GROUP BY v > 0"),
         format!("SELECT median(v) FROM {f}"),
+        // Weights from an axis (gathered per cell they would be slower than the row plan).
+        format!("SELECT sum(CAST(v AS DOUBLE) * cos(radians({a1}))) / sum(cos(radians({a1}))) FROM {f}"),
     ];
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
