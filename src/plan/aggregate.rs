@@ -399,6 +399,25 @@ impl Aggregation {
     }
 }
 
+/// The type of `e` when it is `v` (of type `v_type`), or `CAST(v AS t)` / `TRY_CAST` to a
+/// type that holds every value of `v` exactly.
+pub fn value_input(e: &Expr, v_type: &DataType) -> Option<DataType> {
+    match e {
+        Expr::Column(c) if c.name == VALUE_COLUMN => Some(v_type.clone()),
+        Expr::Cast(c)
+            if value_input(&c.expr, v_type).as_ref() == Some(v_type) && widens(v_type, c.field.data_type()) =>
+        {
+            Some(c.field.data_type().clone())
+        }
+        Expr::TryCast(c)
+            if value_input(&c.expr, v_type).as_ref() == Some(v_type) && widens(v_type, c.field.data_type()) =>
+        {
+            Some(c.field.data_type().clone())
+        }
+        _ => None,
+    }
+}
+
 /// Whether `e` reads the value column.
 pub fn reads_value(e: &Expr) -> bool {
     e.column_refs().iter().any(|c| c.name == VALUE_COLUMN)

@@ -3,9 +3,8 @@
 //! bit set below -inf) after DataFusion maps -0 to +0. The fold tests a range with one
 //! integer comparison per element instead of evaluating the predicate.
 
-use super::aggregate::widens;
+use super::aggregate::value_input;
 use super::table::TableModel;
-use super::values::VALUE_COLUMN;
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
@@ -61,14 +60,6 @@ pub fn value_range(table: &TableModel, e: &Expr) -> Option<KeyRange> {
     range_of(e, &table.value_type())
 }
 
-fn is_value(e: &Expr, v_type: &DataType) -> bool {
-    match e {
-        Expr::Column(c) => c.name == VALUE_COLUMN && c.relation.is_none(),
-        Expr::Cast(c) => is_value(&c.expr, v_type) && widens(v_type, c.field.data_type()),
-        _ => false,
-    }
-}
-
 fn constant(e: &Expr) -> Option<f64> {
     let Expr::Literal(v, _) = e else { return None };
     match v {
@@ -104,8 +95,8 @@ fn range_of(e: &Expr, v_type: &DataType) -> Option<KeyRange> {
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
             Operator::And => Some(range_of(left, v_type)?.and(range_of(right, v_type)?)),
-            _ if is_value(left, v_type) => compare(*op, constant(right)?),
-            _ if is_value(right, v_type) => compare(op.swap()?, constant(left)?),
+            _ if value_input(left, v_type).is_some() => compare(*op, constant(right)?),
+            _ if value_input(right, v_type).is_some() => compare(op.swap()?, constant(left)?),
             _ => None,
         },
         Expr::Between(Between {
@@ -113,10 +104,10 @@ fn range_of(e: &Expr, v_type: &DataType) -> Option<KeyRange> {
             negated: false,
             low,
             high,
-        }) if is_value(expr, v_type) => {
+        }) if value_input(expr, v_type).is_some() => {
             Some(compare(Operator::GtEq, constant(low)?)?.and(compare(Operator::LtEq, constant(high)?)?))
         }
-        Expr::IsNotNull(x) if is_value(x, v_type) => Some(KeyRange::ALL),
+        Expr::IsNotNull(x) if value_input(x, v_type).is_some() => Some(KeyRange::ALL),
         _ => None,
     }
 }

@@ -27,7 +27,7 @@ use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec};
 use crate::plan::{
     AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel,
-    VALUE_COLUMN, Weight, expr_columns, is_numeric, widens,
+    VALUE_COLUMN, Weight, expr_columns, is_numeric, value_input,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
@@ -75,24 +75,6 @@ impl OptimizerRule for TetAggregatePushdown {
 
 fn is_float(t: &DataType) -> bool {
     matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
-}
-
-/// `v`, or `CAST(v AS t)` to a type that holds every value of `v` exactly.
-fn value_input(e: &Expr, v_type: &DataType) -> Option<DataType> {
-    match e {
-        Expr::Column(c) if c.name == VALUE_COLUMN => Some(v_type.clone()),
-        Expr::Cast(c)
-            if value_input(&c.expr, v_type).as_ref() == Some(v_type) && widens(v_type, c.field.data_type()) =>
-        {
-            Some(c.field.data_type().clone())
-        }
-        Expr::TryCast(c)
-            if value_input(&c.expr, v_type).as_ref() == Some(v_type) && widens(v_type, c.field.data_type()) =>
-        {
-            Some(c.field.data_type().clone())
-        }
-        _ => None,
-    }
 }
 
 /// `e` as `v·scale + offset` when every step of it is Float64 arithmetic on `v` (or
