@@ -9,7 +9,8 @@
 //! `bench run OUT.tet DATA.parquet REPS`: time the benchmark queries through the Rust API
 //!   with the pushdown, with DataFusion's own plan over our scan, and over the Parquet
 //!   table, plus the floor (one pass summing every f32 of the payload); prints one JSON
-//!   line per measurement: {"engine", "query", "median_s", "runs"}.
+//!   line per measurement: {"engine", "query", "median_s", "runs"}. `TET_BENCH_QUERIES`
+//!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs.
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use datafusion_tet::format::{DType, DatasetSpec, TetFile, TetWriter};
@@ -113,6 +114,12 @@ async fn main() -> datafusion::error::Result<()> {
     Ok(())
 }
 
+/// Whether `name` is in the comma-separated list in environment variable `var` (all
+/// names when it is unset).
+fn chosen(var: &str, name: &str) -> bool {
+    std::env::var(var).map_or(true, |list| list.split(',').any(|x| x.trim() == name))
+}
+
 /// Time the queries over `tet` (and `parquet`, when given) `reps` times each.
 async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error::Result<()> {
     let file_bytes = std::fs::read(tet)?;
@@ -185,7 +192,7 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
         ("datafusion_over_our_scan", false, "tet"),
         ("datafusion_parquet", false, "parquet"),
     ] {
-        if table == "parquet" && parquet.is_none() {
+        if (table == "parquet" && parquet.is_none()) || !chosen("TET_BENCH_ENGINES", engine) {
             continue;
         }
         let ctx = SessionContext::new();
@@ -202,7 +209,7 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
             ctx.register_parquet("t", parquet.unwrap_or_default(), ParquetReadOptions::default())
                 .await?;
         }
-        for (name, sql) in QUERIES {
+        for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
             let sql = sql.replace("{SLICE}", &slice.to_string());
             ctx.sql(&sql).await?.collect().await?; // warm-up
             let mut times = Vec::new();

@@ -12,7 +12,7 @@
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
 use crate::format::{MissingValues, elements};
-use crate::plan::{KeyRange, order_key};
+use crate::plan::{KeyRange, NanRule, order_key};
 use half::f16;
 
 /// A variance state: count, mean and sum of squared deviations (M2).
@@ -169,6 +169,10 @@ pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     fn bits(self) -> i64;
     fn wide(self) -> i128;
     fn is_nan(self) -> bool;
+    /// Bounds `l <= x && x <= h` in this type that hold for exactly the non-NaN `x` with
+    /// `lo <= x as f64 <= hi` (`lo`, `hi` not NaN); `None` where the type compares no
+    /// faster than f64 or cannot say it exactly.
+    fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)>;
     /// The value's order key ([`order_key`]: DataFusion's order of floats); exact for
     /// every type but 64-bit integers.
     #[inline(always)]
@@ -187,6 +191,17 @@ macro_rules! int_elem {
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { false }
+            fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)> {
+                // Every value of these types is exact as f64; 64-bit ones take no range.
+                if size_of::<$t>() == 8 {
+                    return None;
+                }
+                let (lo, hi) = (lo.ceil(), hi.floor());
+                if lo.is_nan() || hi.is_nan() || lo > hi || lo > <$t>::MAX as f64 || hi < <$t>::MIN as f64 {
+                    return Some((<$t>::MAX, <$t>::MIN));
+                }
+                Some((lo.max(<$t>::MIN as f64) as $t, hi.min(<$t>::MAX as f64) as $t))
+            }
         }
     )*};
 }
@@ -202,6 +217,17 @@ macro_rules! float_elem {
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
+            fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)> {
+                // Round inward: the least value not below `lo`, the greatest not above `hi`.
+                let (mut l, mut h) = (lo as $t, hi as $t);
+                if (l as f64) < lo {
+                    l = l.next_up();
+                }
+                if (h as f64) > hi {
+                    h = h.next_down();
+                }
+                Some((l, h))
+            }
         }
     )*};
 }
@@ -226,6 +252,9 @@ impl Elem for f16 {
     #[inline(always)]
     fn is_nan(self) -> bool {
         f16::is_nan(self)
+    }
+    fn bounds(_: f64, _: f64) -> Option<(Self, Self)> {
+        None
     }
 }
 
@@ -306,25 +335,90 @@ struct RunStats<T> {
     nan_signs: u8,
 }
 
+/// Per-lane partial statistics of a run.
+struct Lanes<T> {
+    n: [u64; L],
+    fs: [f64; L],
+    is: [i64; L],
+    mn: [T; L],
+    mx: [T; L],
+    /// NaN elements seen (counted only where a range's NaNs need a second look).
+    nans: [u64; L],
+}
+
+/// Fold the whole lanes of `run` taking the elements `ok` accepts: `FS` float sums, `IS`
+/// integer sums, `MM` min/max, `NAN` counts NaNs. One instance per combination keeps
+/// each loop free of work it does not need, so it vectorizes. Counts run in 32-bit
+/// lanes (the width of an f32 comparison's mask) over blocks short enough not to wrap.
+#[inline(always)]
+fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: bool>(
+    run: &[T],
+    ok: impl Fn(T) -> bool,
+) -> Lanes<T> {
+    let mut s = Lanes {
+        n: [0; L],
+        fs: [0.0; L],
+        is: [0; L],
+        mn: [T::MAX; L],
+        mx: [T::MIN; L],
+        nans: [0; L],
+    };
+    for block in run.chunks(L << 24) {
+        let mut n = [0u32; L];
+        let mut nans = [0u32; L];
+        for c in block.chunks_exact(L) {
+            for i in 0..L {
+                let x = c[i];
+                let k = ok(x);
+                n[i] += k as u32;
+                if FS {
+                    s.fs[i] += if k { x.f() } else { 0.0 };
+                }
+                if IS {
+                    s.is[i] = s.is[i].wrapping_add(if k { x.bits() } else { 0 });
+                }
+                if MM {
+                    s.mn[i] = if k && x < s.mn[i] { x } else { s.mn[i] };
+                    s.mx[i] = if k && x > s.mx[i] { x } else { s.mx[i] };
+                }
+                if NAN {
+                    #[allow(clippy::eq_op)]
+                    let nan = x != x;
+                    nans[i] += nan as u32;
+                }
+            }
+        }
+        for i in 0..L {
+            s.n[i] += n[i] as u64;
+            s.nans[i] += nans[i] as u64;
+        }
+    }
+    s
+}
+
+/// [`lanes`] for the statistics `needs` asks of elements of type `T`.
+#[inline(always)]
+fn lanes_for<T: Elem, const NAN: bool>(run: &[T], needs: Needs, ok: impl Fn(T) -> bool) -> Lanes<T> {
+    // Every loop that tracks float extremes also sums: a non-finite sum flags NaNs.
+    let fs = needs.fsum || needs.moments || (T::FLOAT && needs.min_max);
+    let is = needs.isum && !T::FLOAT;
+    match (fs, is, needs.min_max) {
+        (false, false, false) => lanes::<T, false, false, false, NAN>(run, ok),
+        (true, false, false) => lanes::<T, true, false, false, NAN>(run, ok),
+        (false, true, false) => lanes::<T, false, true, false, NAN>(run, ok),
+        (true, true, false) => lanes::<T, true, true, false, NAN>(run, ok),
+        (false, false, true) => lanes::<T, false, false, true, NAN>(run, ok),
+        (true, false, true) => lanes::<T, true, false, true, NAN>(run, ok),
+        (false, true, true) => lanes::<T, false, true, true, NAN>(run, ok),
+        (true, true, true) => lanes::<T, true, true, true, NAN>(run, ok),
+    }
+}
+
 #[inline(always)]
 fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
     let missing = &keep.missing;
-    let mut n = [0u64; L];
-    let mut fs = [0f64; L];
-    let mut is = [0i64; L];
-    let mut mn = [T::MAX; L];
-    let mut mx = [T::MIN; L];
-    let chunks = run.chunks_exact(L);
-    let rest = chunks.remainder();
-    // One specialised loop per combination that matters for speed.
-    let one = match (missing.values.as_slice(), missing.nan) {
-        ([], false) => Some(None),
-        ([v], false) => Some(Some(*v)),
-        _ => None,
-    };
-    let one = one.filter(|_| keep.range.is_none());
-    // Counting only, nothing missing: no element needs a look.
-    if one == Some(None) && needs == Needs::default() {
+    // Counting only, nothing missing, no range: no element needs a look.
+    if missing.is_empty() && keep.range.is_none() && needs == Needs::default() {
         return RunStats {
             n: run.len() as u64,
             fsum: 0.0,
@@ -335,109 +429,71 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
             nan_signs: 0,
         };
     }
-    match (one, needs.fsum || needs.moments, needs.isum, needs.min_max) {
-        (Some(None), true, false, false) => {
-            for c in chunks {
-                for i in 0..L {
-                    fs[i] += c[i].f();
-                }
-            }
-            n[0] = (run.len() - rest.len()) as u64;
+    let fill = match (missing.values.as_slice(), missing.nan) {
+        ([], _) => None,
+        ([v], false) => Some(*v),
+        _ => return finish(run, keep, needs, lanes_for::<T, false>(run, needs, |x| keep.test(x))),
+    };
+    let nan_missing = missing.nan;
+    let s = match (keep.range.map(KeyRange::float_bounds), fill) {
+        (None, None) if nan_missing =>
+        {
+            #[allow(clippy::eq_op)]
+            lanes_for::<T, false>(run, needs, |x| x == x)
         }
-        (Some(None), _, _, _) => {
-            for c in chunks {
-                for i in 0..L {
-                    let x = c[i];
-                    fs[i] += x.f();
-                    if !T::FLOAT {
-                        is[i] = is[i].wrapping_add(x.bits());
-                    }
-                    mn[i] = if x < mn[i] { x } else { mn[i] };
-                    mx[i] = if x > mx[i] { x } else { mx[i] };
-                }
-            }
-            n[0] = (run.len() - rest.len()) as u64;
-        }
-        (Some(Some(fv)), _, _, _) => {
-            for c in chunks {
-                for i in 0..L {
-                    let x = c[i];
-                    let ok = x != fv;
-                    n[i] += ok as u64;
-                    fs[i] += if ok { x.f() } else { 0.0 };
-                    if !T::FLOAT {
-                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
-                    }
-                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
-                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
-                }
-            }
-        }
-        // A range without missing values: one comparison of totalOrder keys.
-        (None, _, _, _) if missing.is_empty() => {
-            let r = keep.range.unwrap_or(KeyRange::ALL);
-            for c in chunks {
-                for i in 0..L {
-                    let x = c[i];
-                    let ok = r.contains(x.key());
-                    n[i] += ok as u64;
-                    fs[i] += if ok { x.f() } else { 0.0 };
-                    if !T::FLOAT {
-                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
-                    }
-                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
-                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
-                }
+        (None, None) => lanes_for::<T, false>(run, needs, |_| true),
+        (None, Some(fv)) => lanes_for::<T, false>(run, needs, |x| x != fv),
+        (Some(b), fill) => {
+            // Comparisons in the stored type where bounds convert exactly, else as f64;
+            // NaNs decided by the rule, or (some NaNs only) by keys when the run holds any.
+            let native = T::bounds(b.lo, b.hi);
+            let (lo, hi) = (b.lo, b.hi);
+            let nan_in = b.nan != NanRule::None && !nan_missing;
+            let in_range = |x: T| {
+                #[allow(clippy::eq_op)]
+                let nan = nan_in && x != x;
+                let inside = match native {
+                    Some((l, h)) => (l <= x) & (x <= h),
+                    None => (lo <= x.f()) & (x.f() <= hi),
+                };
+                inside | nan
+            };
+            let s = match fill {
+                None if nan_in => lanes_for::<T, true>(run, needs, in_range),
+                None => lanes_for::<T, false>(run, needs, in_range),
+                Some(fv) if nan_in => lanes_for::<T, true>(run, needs, |x| in_range(x) & (x != fv)),
+                Some(fv) => lanes_for::<T, false>(run, needs, |x| in_range(x) & (x != fv)),
+            };
+            if b.nan == NanRule::Some && s.nans.iter().any(|&k| k > 0) {
+                lanes_for::<T, false>(run, needs, |x| keep.test(x))
+            } else {
+                s
             }
         }
-        // NaN fill: `x == x` is false exactly for NaN (vectorizes).
-        (None, _, _, _) if missing.values.is_empty() && keep.range.is_none() => {
-            for c in chunks {
-                for i in 0..L {
-                    let x = c[i];
-                    #[allow(clippy::eq_op)]
-                    let ok = x == x;
-                    n[i] += ok as u64;
-                    fs[i] += if ok { x.f() } else { 0.0 };
-                    if !T::FLOAT {
-                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
-                    }
-                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
-                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
-                }
-            }
-        }
-        (None, _, _, _) => {
-            for c in chunks {
-                for i in 0..L {
-                    let x = c[i];
-                    let ok = keep.test(x);
-                    n[i] += ok as u64;
-                    fs[i] += if ok { x.f() } else { 0.0 };
-                    if !T::FLOAT {
-                        is[i] = is[i].wrapping_add(if ok { x.bits() } else { 0 });
-                    }
-                    mn[i] = if ok && x < mn[i] { x } else { mn[i] };
-                    mx[i] = if ok && x > mx[i] { x } else { mx[i] };
-                }
-            }
-        }
-    }
-    for &x in rest {
+    };
+    finish(run, keep, needs, s)
+}
+
+/// Combine the lanes of `run` and fold its remainder.
+#[inline(always)]
+fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
+    for &x in run.chunks_exact(L).remainder() {
         if !keep.test(x) {
             continue;
         }
-        n[0] += 1;
-        fs[0] += x.f();
+        s.n[0] += 1;
+        s.fs[0] += x.f();
         if !T::FLOAT {
-            is[0] = is[0].wrapping_add(x.bits());
+            s.is[0] = s.is[0].wrapping_add(x.bits());
         }
-        mn[0] = if x < mn[0] { x } else { mn[0] };
-        mx[0] = if x > mx[0] { x } else { mx[0] };
+        s.mn[0] = if x < s.mn[0] { x } else { s.mn[0] };
+        s.mx[0] = if x > s.mx[0] { x } else { s.mx[0] };
     }
+    let fs = &s.fs;
+    // Pairwise combination of the lanes.
     let fsum = ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7]));
-    // NaNs: comparisons skip them in the lanes above; a second pass counts them only when
-    // the sum says there may be one (every loop that tracks min/max also sums).
+    // NaNs: comparisons skip them in the lanes; a second pass counts them only when the
+    // sum says there may be one.
     let (nans, nan_signs) = if T::FLOAT && needs.min_max && !fsum.is_finite() {
         run.iter()
             .filter(|x| x.is_nan() && keep.test(**x))
@@ -446,21 +502,20 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
         (0, 0)
     };
     let mut out = RunStats {
-        n: n.iter().sum(),
-        // Pairwise combination of the lanes.
+        n: s.n.iter().sum(),
         fsum,
-        isum: is.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
+        isum: s.is.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
         min: T::MAX,
         max: T::MIN,
         nans,
         nan_signs,
     };
     for i in 0..L {
-        if mn[i] < out.min {
-            out.min = mn[i];
+        if s.mn[i] < out.min {
+            out.min = s.mn[i];
         }
-        if mx[i] > out.max {
-            out.max = mx[i];
+        if s.mx[i] > out.max {
+            out.max = s.mx[i];
         }
     }
     out
@@ -705,6 +760,60 @@ mod tests {
         assert!(rules[1].0.test(-0.0) && !rules[1].0.test(f64::NAN));
     }
 
+    /// `T::bounds` keeps exactly the values the f64 comparison keeps.
+    fn bounds_agree<T: Elem + std::fmt::Debug>(xs: &[T], edges: &[f64]) {
+        for &lo in edges {
+            for &hi in edges {
+                let Some((l, h)) = T::bounds(lo, hi) else { continue };
+                for &x in xs.iter().filter(|x| !x.is_nan()) {
+                    let want = lo <= x.f() && x.f() <= hi;
+                    assert_eq!(l <= x && x <= h, want, "{x:?} in [{lo}, {hi}] as [{l:?}, {h:?}]");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn native_bounds_agree_with_f64_comparisons() {
+        let mut edges = vec![
+            f64::NAN,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::MAX,
+            f64::MIN,
+            0.0,
+            -0.0,
+            -4.9e-324,
+            4.9e-324,
+            1e-46,
+            290.0,
+            290.0f64.next_up(),
+            290.00003,
+            -1.5,
+            255.0,
+            255.5,
+            65535.9,
+            -32768.5,
+            4294967295.0,
+            3.4e38,
+            3.5e38,
+        ];
+        edges.extend(edges.clone().iter().map(|x| x.next_down()));
+        let f32s: Vec<f32> = edges
+            .iter()
+            .flat_map(|&x| [x as f32, (x as f32).next_up(), (x as f32).next_down()])
+            .collect();
+        bounds_agree(&f32s, &edges);
+        let f64s: Vec<f64> = edges.iter().flat_map(|&x| [x, x.next_up(), x.next_down()]).collect();
+        bounds_agree(&f64s, &edges);
+        let u8s: Vec<u8> = (0..=255).collect();
+        bounds_agree(&u8s, &edges);
+        let i16s: Vec<i16> = (-300..300).chain([i16::MIN, i16::MAX]).collect();
+        bounds_agree(&i16s, &edges);
+        let u32s: Vec<u32> = [0, 1, 254, 255, 256, 290, 291, u32::MAX - 1, u32::MAX].to_vec();
+        bounds_agree(&u32s, &edges);
+    }
+
     #[test]
     fn ranges_agree_with_brute_force_on_every_kernel_path() {
         let specials = [
@@ -741,6 +850,8 @@ mod tests {
                 lo: i64::MIN,
                 hi: order_key(f64::INFINITY),
             },
+            KeyRange::ALL,
+            KeyRange { lo: i64::MIN, hi: -1 },
         ];
         for (r, missing) in ranges.iter().flat_map(|r| {
             [
@@ -774,7 +885,12 @@ mod tests {
             fold_run(&mut run, 0, &vals, &k);
             let mut each = Accumulators::new(1, needs, true);
             fold_elementwise(&mut each, &vals, &k, |_| 0);
-            for acc in [&run, &each] {
+            // Pieces of eight without a NaN take the float-comparison loops.
+            let mut pieces = Accumulators::new(1, needs, true);
+            for w in [0, 2, 10, 12, 20, 22, 30, 37].windows(2) {
+                fold_run(&mut pieces, 0, &vals[w[0]..w[1]], &k);
+            }
+            for acc in [&run, &each, &pieces] {
                 assert_eq!(
                     (acc.cells[0], acc.n[0]),
                     (kept.len() as u64, kept.len() as u64),

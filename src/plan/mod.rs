@@ -29,5 +29,5 @@ pub use axis_filter::{FilterKind, classify};
 pub use selection::AxisSelection;
 pub use table::TableModel;
 pub use tasks::{ChunkTask, chunk_tasks, tasks_by_id};
-pub use value_range::{KeyRange, order_key, value_range};
+pub use value_range::{FloatBounds, KeyRange, NanRule, order_key, value_range};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

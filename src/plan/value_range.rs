@@ -47,6 +47,64 @@ impl KeyRange {
     }
 }
 
+/// The inverse of [`order_key`] (a key of -0 gives -0).
+#[inline]
+fn from_key(k: i64) -> f64 {
+    f64::from_bits((k ^ ((((k >> 63) as u64) >> 1) as i64)) as u64)
+}
+
+/// Which NaNs a [`KeyRange`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NanRule {
+    /// No NaN.
+    None,
+    /// Every NaN.
+    All,
+    /// Some NaNs (by sign or payload) but not all: only their keys tell.
+    Some,
+}
+
+/// A [`KeyRange`] as float comparisons: a non-NaN `x` is in the range exactly when
+/// `lo <= x && x <= hi` (`lo` is NaN when no number is); NaNs as `nan` says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloatBounds {
+    pub lo: f64,
+    pub hi: f64,
+    pub nan: NanRule,
+}
+
+impl KeyRange {
+    /// The range as float comparisons, which vectorize where keys would not.
+    pub fn float_bounds(self) -> FloatBounds {
+        let (ninf, pinf) = (order_key(f64::NEG_INFINITY), order_key(f64::INFINITY));
+        let empty = self.lo > self.hi;
+        let neg_none = empty || self.lo >= ninf;
+        let neg_all = !empty && self.lo == i64::MIN && self.hi >= ninf - 1;
+        let pos_none = empty || self.hi <= pinf;
+        let pos_all = !empty && self.hi == i64::MAX && self.lo <= pinf + 1;
+        let nan = match (neg_none, pos_none, neg_all, pos_all) {
+            (true, true, _, _) => NanRule::None,
+            (_, _, true, true) => NanRule::All,
+            _ => NanRule::Some,
+        };
+        let (lo, hi) = (self.lo.max(ninf), self.hi.min(pinf));
+        if empty || lo > hi {
+            return FloatBounds {
+                lo: f64::NAN,
+                hi: f64::NAN,
+                nan,
+            };
+        }
+        // Key -1 is -0's bit pattern, which no value has (-0 is 0): as an upper bound it
+        // must exclude zero.
+        FloatBounds {
+            lo: from_key(lo),
+            hi: from_key(if hi == -1 { -2 } else { hi }),
+            nan,
+        }
+    }
+}
+
 /// `e` as a range of `v`'s values when it is a conjunction of comparisons of `v` (or a
 /// widening cast of it) with numeric constants (`<`, `<=`, `>`, `>=`, `=`, `BETWEEN`) and
 /// `v IS NOT NULL`; `None` for anything else. Only for stored types whose values are exact
@@ -143,5 +201,56 @@ mod tests {
         let gt = compare(Operator::Gt, 0.0).unwrap();
         assert!(!gt.contains(order_key(-0.0)) && gt.contains(order_key(f64::MIN_POSITIVE / 4.0)));
         assert!(compare(Operator::GtEq, 0.0).unwrap().contains(order_key(-0.0)));
+    }
+
+    #[test]
+    fn float_bounds_agree_with_keys() {
+        let xs = [
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(0x7ff0_0000_0000_0001),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.5,
+            -2.5,
+            1e-310,
+            -1e-310,
+            f64::MAX,
+            f64::MIN,
+        ];
+        let mut ranges = vec![KeyRange::ALL, KeyRange { lo: 3, hi: 2 }, KeyRange { lo: -1, hi: -1 }];
+        for c in xs {
+            for op in [Operator::Eq, Operator::Lt, Operator::LtEq, Operator::Gt, Operator::GtEq] {
+                ranges.extend(compare(op, c));
+            }
+        }
+        for k in [-2, -1, 0, 1, 2] {
+            ranges.push(KeyRange { lo: i64::MIN, hi: k });
+            ranges.push(KeyRange { lo: k, hi: i64::MAX });
+        }
+        let n = ranges.len();
+        for i in 0..n {
+            for j in 0..n {
+                ranges.push(ranges[i].and(ranges[j]));
+            }
+        }
+        for r in ranges {
+            let b = r.float_bounds();
+            for x in xs {
+                let want = r.contains(order_key(x));
+                if x.is_nan() {
+                    match b.nan {
+                        NanRule::None => assert!(!want, "{r:?} {x}"),
+                        NanRule::All => assert!(want, "{r:?} {x}"),
+                        // Decided per key by the fold.
+                        NanRule::Some => {}
+                    }
+                } else {
+                    assert_eq!(b.lo <= x && x <= b.hi, want, "{r:?} {b:?} {x}");
+                }
+            }
+        }
     }
 }
