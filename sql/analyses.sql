@@ -7,8 +7,10 @@ SELECT extract(hour FROM time) AS hour, avg(v) FROM tet('data/weather.tet', 'tem
 SELECT date_trunc('day', time) AS day, avg(v - 273.15) AS celsius FROM tet('data/weather.tet', 'temp') GROUP BY 1 ORDER BY 1;
 -- 10-degree latitude bands.
 SELECT floor(lat / 10) * 10 AS band, avg(v), min(v), max(v) FROM tet('data/weather.tet', 'temp') GROUP BY 1 ORDER BY 1;
--- The area-weighted global mean.
+-- The area-weighted global mean, and per day over the land cells of a variable with fill
+-- values (the weights count where v is not NULL, as xarray's weighted mean does).
 SELECT sum(v * cos(radians(lat))) / sum(cos(radians(lat))) AS global_mean FROM tet('data/weather.tet', 'temp');
+SELECT date_trunc('day', time) AS day, sum(v * cos(radians(lat))) / sum(cos(radians(lat))) FILTER (WHERE v IS NOT NULL) AS land_mean FROM tet('data/weather.tet', 'precip') GROUP BY 1 ORDER BY 1;
 -- Value conditions: in WHERE and as FILTER clauses.
 SELECT lat, count(*) AS hot_cells FROM tet('data/weather.tet', 'temp') WHERE v > 300 AND lat BETWEEN -10 AND 10 GROUP BY lat ORDER BY lat;
 SELECT count(*) FILTER (WHERE v > 300) AS hot, count(*) FILTER (WHERE v < 260) AS cold, count(*) AS cells FROM tet('data/weather.tet', 'temp');

@@ -15,23 +15,25 @@
 use super::ChunkFeed;
 use super::expr::TileExprs;
 use super::fold::{
-    Accumulators, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_elementwise, fold_run, fold_value,
+    Accumulators, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_dot, fold_elementwise, fold_run,
+    fold_value, fold_weighted_run,
 };
-use super::groups::{GroupIndex, Segment, Target, walk_segments};
+use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
+use super::program::{BLOCK, Lane, Program, Ty};
 use crate::format::{elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
-    TableModel, VALUE_COLUMN, value_range,
+    TableModel, VALUE_COLUMN, value_range, weighted_input,
 };
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, UInt64Type};
 use datafusion::common::Column;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err};
+use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, cast};
@@ -82,6 +84,18 @@ enum Source {
         value: Option<usize>,
         filter: Option<usize>,
     },
+    /// Weight `weight` (index into [`FoldPlan::weights`]) times the stored values mapped
+    /// by `value` (`None`: the weight alone), over the cells kept by a range of the
+    /// stored values.
+    Weighted {
+        weight: usize,
+        value: Option<Affine>,
+        f32_product: bool,
+        range: Option<KeyRange>,
+    },
+    /// Program `program` (index into [`FoldPlan::programs`]) over the stored values kept
+    /// by a range of them.
+    Program { program: usize, range: Option<KeyRange> },
 }
 
 /// One set of accumulators and how to read them.
@@ -109,6 +123,10 @@ struct FoldPlan {
     exprs: TileExprs,
     /// The row filter (index into `exprs`), when an evaluated input needs it.
     row_filter: Option<usize>,
+    /// The weights of weighted inputs: (axis, expression of it alone).
+    weights: Vec<(usize, Expr)>,
+    /// Compiled expressions of `v`.
+    programs: Vec<Program>,
 }
 
 impl FoldPlan {
@@ -167,10 +185,63 @@ impl FoldPlan {
             None => add(evaluated(None, &None, None)),
         };
         let mut of_agg = Vec::new();
+        let mut weights: Vec<(usize, Expr)> = Vec::new();
+        let mut programs: Vec<Program> = Vec::new();
+        let packing = table.packing.map(Affine::from);
         for a in &aggregation.aggs {
             let plain = matches!(a.input, AggInput::Value { .. }) || a.func == AggFunc::CountStar;
-            let input = match (plain, combined(&a.filter)) {
-                (true, Some(range)) => stored(range),
+            let weighted = match &a.input {
+                AggInput::Expr(e) if matches!(a.func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count) => {
+                    weighted_input(table, e)
+                }
+                _ => None,
+            };
+            // A compiled expression of `v` without FILTER: DataFusion evaluates an input
+            // on every row its filter keeps, FILTER or not (a negative square root fails
+            // the query), so the rows evaluated are the rows folded.
+            let program = match &a.input {
+                AggInput::Expr(e) if a.filter.is_none() => Program::compile(table, e),
+                _ => None,
+            };
+            let input = match (plain, weighted, combined(&a.filter)) {
+                (true, _, Some(range)) => stored(range),
+                (false, _, Some(range)) if program.is_some() => {
+                    let p = program.expect("checked");
+                    let program = programs.iter().position(|x| *x == p).unwrap_or_else(|| {
+                        programs.push(p);
+                        programs.len() - 1
+                    });
+                    Input {
+                        source: Source::Program { program, range },
+                        needs: Needs::default(),
+                        float: true,
+                        unsigned: false,
+                        packed: false,
+                    }
+                }
+                (false, Some(w), Some(range)) => {
+                    let weight = match weights.iter().position(|x| *x == (w.axis, w.weight.clone())) {
+                        Some(i) => i,
+                        None => {
+                            weights.push((w.axis, w.weight));
+                            weights.len() - 1
+                        }
+                    };
+                    // The stored values are v unpacked.
+                    let value = w.value.map(|m| packing.map_or(m, |p| p.then(m)));
+                    Input {
+                        source: Source::Weighted {
+                            weight,
+                            value,
+                            f32_product: w.f32_product,
+                            range,
+                        },
+                        needs: Needs::default(),
+                        float: true,
+                        unsigned: false,
+                        packed: false,
+                    }
+                }
                 _ => {
                     let value = match (&a.input, a.func) {
                         (_, AggFunc::CountStar) => None,
@@ -202,6 +273,8 @@ impl FoldPlan {
             rows,
             exprs,
             row_filter,
+            weights,
+            programs,
         })
     }
 }
@@ -404,6 +477,12 @@ impl FoldJob {
         let table = &self.table;
         let ds = table.dataset();
         let gi = GroupIndex::new(table, &self.aggregation, &self.selection)?;
+        let weights = self
+            .fold
+            .weights
+            .iter()
+            .map(|(d, e)| AxisValues::new(table, *d, e, &self.selection[*d]))
+            .collect::<Result<Vec<_>>>()?;
         let mut accs: Vec<Accumulators> = self
             .fold
             .inputs
@@ -451,6 +530,24 @@ impl FoldJob {
             for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
                 match &input.source {
                     Source::Stored { range } => fold_stored(table, acc, &gi, &task, &start, tile.as_ref(), *range),
+                    Source::Program { program, range } => {
+                        let p = &self.fold.programs[*program];
+                        fold_program(table, acc, &gi, &task, &start, tile.as_ref(), p, *range)?
+                    }
+                    Source::Weighted {
+                        weight,
+                        value,
+                        f32_product,
+                        range,
+                    } => {
+                        let w = Weights {
+                            axis: self.fold.weights[*weight].0,
+                            values: &weights[*weight],
+                            value: *value,
+                            f32_product: *f32_product,
+                        };
+                        fold_weighted(table, acc, &gi, &task, &start, tile.as_ref(), w, *range)?
+                    }
                     Source::Evaluated { value, filter } => {
                         let value = value.map(&mut eval).transpose()?;
                         let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
@@ -607,7 +704,7 @@ fn fold_stored(
     range: Option<KeyRange>,
 ) {
     let Some(tile) = tile else {
-        walk_segments(gi, task, start, |s| match s.target {
+        walk_segments(gi, task, start, None, |s| match s.target {
             Target::One(g) => {
                 acc.cells[g] += s.len as u64;
                 acc.n[g] += s.len as u64;
@@ -627,8 +724,193 @@ fn fold_stored(
             range,
         };
         let t = elements::<T>(tile);
-        walk_segments(gi, task, start, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
+        walk_segments(gi, task, start, None, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
     })
+}
+
+/// A weighted input's weights: per position of `axis`, times the stored values mapped by
+/// `value` (`None`: the weights alone).
+#[derive(Clone, Copy)]
+struct Weights<'a> {
+    axis: usize,
+    values: &'a AxisValues,
+    value: Option<Affine>,
+    /// Products in f32 ([`Weighted::f32_product`](crate::plan::Weighted)).
+    f32_product: bool,
+}
+
+/// Fold a weighted input over one chunk task: per segment, one weight times the sum of
+/// its kept values (the weight's axis is an outer one) or a dot product (the innermost).
+#[allow(clippy::too_many_arguments)]
+fn fold_weighted(
+    table: &TableModel,
+    acc: &mut Accumulators,
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    tile: Option<&Buffer>,
+    w: Weights,
+    range: Option<KeyRange>,
+) -> Result<()> {
+    let inner = w.axis == task.tile_extent.len() - 1;
+    let (values, valid) = (&w.values.values, &w.values.valid);
+    let Some(tile) = tile else {
+        // Neither the weight nor a condition reads the values: every cell is kept.
+        if w.value.is_some() || range.is_some() {
+            return internal_err!("TetAggregateExec: a weighted input of v without its tile");
+        }
+        walk_segments(gi, task, start, Some(w.axis), |s| {
+            for i in 0..s.len {
+                let p = s.pos as usize + if inner { i } else { 0 };
+                let g = match s.target {
+                    Target::One(g) => g,
+                    Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+                };
+                acc.cells[g] += 1;
+                if valid[p] {
+                    acc.n[g] += 1;
+                    if acc.needs.fsum {
+                        acc.fsum[g] += values[p];
+                    }
+                }
+            }
+        });
+        return Ok(());
+    };
+    with_dtype!(table.dataset().dtype(), T => {
+        // A NULL value matters only where the weight multiplies it or a condition reads it.
+        let missing = if w.value.is_some() || range.is_some() {
+            Missing::<T>::of(&table.missing)
+        } else {
+            Missing::default()
+        };
+        let keep = Keep { missing, range };
+        let t = elements::<T>(tile);
+        let m = w.value.unwrap_or(Affine::IDENTITY);
+        let product = |x: T, w_: f64| -> f64 {
+            match (w.value, w.f32_product) {
+                (None, _) => w_,
+                (Some(_), true) => ((x.f() as f32) * (w_ as f32)) as f64,
+                (Some(_), false) => m.apply(x.f()) * w_,
+            }
+        };
+        let weight = |p: usize| valid[p].then_some(values[p]);
+        walk_segments(gi, task, start, Some(w.axis), |s| {
+            let run = &t[s.tile_offset..s.tile_offset + s.len];
+            let p = s.pos as usize;
+            match (s.target, inner) {
+                (Target::One(g), false) if !w.f32_product => {
+                    fold_weighted_run(acc, g, run, &keep, w.value, valid[p].then_some(values[p]))
+                }
+                (Target::One(g), false) => fold_dot(acc, g, run, &keep, product, |_| weight(p)),
+                (Target::One(g), true) => fold_dot(acc, g, run, &keep, product, |i| weight(p + i)),
+                (Target::Each { base, stride, ids }, _) => {
+                    for (i, x) in run.iter().enumerate() {
+                        let g = base + ids[i] as usize * stride;
+                        let q = if inner { p + i } else { p };
+                        fold_dot(acc, g, std::slice::from_ref(x), &keep, product, |_| weight(q));
+                    }
+                }
+            }
+        });
+    });
+    Ok(())
+}
+
+/// Fold a compiled expression of `v` over one chunk task, block by block: the values
+/// kept by the missing rule and `range`, evaluated, then folded as runs (or per element
+/// into per-position groups).
+#[allow(clippy::too_many_arguments)]
+fn fold_program(
+    table: &TableModel,
+    acc: &mut Accumulators,
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    tile: Option<&Buffer>,
+    program: &Program,
+    range: Option<KeyRange>,
+) -> Result<()> {
+    let Some(tile) = tile else {
+        return internal_err!("TetAggregateExec: an expression of v without its tile");
+    };
+    let mut negative = false;
+    with_dtype!(table.dataset().dtype(), T => {
+        let keep = Keep {
+            missing: Missing::<T>::of(&table.missing),
+            range,
+        };
+        let t = elements::<T>(tile);
+        walk_segments(gi, task, start, None, |s| {
+            let run = &t[s.tile_offset..s.tile_offset + s.len];
+            for (b, x) in run.chunks(BLOCK).enumerate() {
+                let at = b * BLOCK;
+                negative |= match program.ty() {
+                    Ty::F64 => fold_block::<T, f64>(acc, &s, at, x, &keep, program),
+                    Ty::F32 => fold_block::<T, f32>(acc, &s, at, x, &keep, program),
+                };
+            }
+        });
+    });
+    if negative {
+        return exec_err!("cannot take square root of a negative number");
+    }
+    Ok(())
+}
+
+/// Evaluate `program` over `x` (stored values at offset `at` of segment `s`) and fold the
+/// kept results; true when a square root met a negative kept value.
+#[inline(always)]
+fn fold_block<T: Elem, F: Lane + Elem>(
+    acc: &mut Accumulators,
+    s: &Segment,
+    at: usize,
+    x: &[T],
+    keep: &Keep<T>,
+    program: &Program,
+) -> bool {
+    let n = x.len();
+    let mut y = [F::default(); BLOCK];
+    let mut negative = [false; BLOCK];
+    program.eval(x, &mut y[..n], &mut negative[..n]);
+    let plain = keep.missing.is_empty() && keep.range.is_none();
+    let mut bad = false;
+    match s.target {
+        Target::One(g) if plain => {
+            bad = negative[..n].iter().any(|&b| b);
+            fold_run(acc, g, &y[..n], &Keep::default());
+        }
+        Target::One(g) => {
+            // Keep the kept results, then fold them as one run.
+            let mut z = [F::default(); BLOCK];
+            let mut m = 0;
+            for i in 0..n {
+                let ok = keep.test(x[i]);
+                bad |= ok & negative[i];
+                z[m] = y[i];
+                m += ok as usize;
+            }
+            fold_run(acc, g, &z[..m], &Keep::default());
+            if keep.range.is_none() {
+                // Missing cells are cells too.
+                acc.cells[g] += (n - m) as u64;
+            }
+        }
+        Target::Each { base, stride, ids } => {
+            for i in 0..n {
+                let g = base + ids[at + i] as usize * stride;
+                let ok = keep.test(x[i]);
+                if keep.range.is_none() || ok {
+                    acc.cells[g] += 1;
+                }
+                if ok {
+                    bad |= negative[i];
+                    fold_value(acc, g, y[i]);
+                }
+            }
+        }
+    }
+    bad
 }
 
 /// Fold `run` (the segment's elements) into the segment's groups.
@@ -695,7 +977,7 @@ fn fold_evaluated(
     let simple = masks.rows.is_none() && masks.filter.is_none() && nulls.is_none();
     // Row `j` of the kept rows.
     let mut j = 0usize;
-    walk_segments(gi, task, start, |s| {
+    walk_segments(gi, task, start, None, |s| {
         let (c, len) = (s.cell_offset, s.len);
         if simple && let Target::One(g) = s.target {
             match &vals {

@@ -12,7 +12,7 @@
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
 use crate::format::{MissingValues, elements};
-use crate::plan::{KeyRange, NanRule, order_key};
+use crate::plan::{Affine, KeyRange, NanRule, order_key};
 use half::f16;
 
 /// A variance state: count, mean and sum of squared deviations (M2).
@@ -621,6 +621,76 @@ pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, run: &[T], keep: &Keep<
         if ok {
             fold_value(acc, g, x);
         }
+    }
+}
+
+/// Fold a run whose cells all carry weight `w` (`None`: NULL, nothing folds) into group
+/// `g`: the kept values mapped by `map` times `w` (`map` `None`: the weight alone, per
+/// kept cell). Counts the kept cells; sums `w · (s·Σx + o·n)`.
+pub fn fold_weighted_run<T: Elem>(
+    acc: &mut Accumulators,
+    g: usize,
+    run: &[T],
+    keep: &Keep<T>,
+    map: Option<Affine>,
+    w: Option<f64>,
+) {
+    let needs = Needs {
+        fsum: acc.needs.fsum && map.is_some(),
+        ..Needs::default()
+    };
+    let st = run_stats(run, keep, needs);
+    acc.cells[g] += if keep.range.is_some() { st.n } else { run.len() as u64 };
+    let Some(w) = w else { return };
+    acc.n[g] += st.n;
+    if acc.needs.fsum {
+        acc.fsum[g] += match map {
+            Some(m) => w * (m.scale * st.fsum + m.offset * st.n as f64),
+            None => w * st.n as f64,
+        };
+    }
+}
+
+/// Fold `run` into group `g`, element `i` with weight `weight(i)` (`None`: NULL): Σ
+/// `product(x, w)` over the kept elements with a weight.
+pub fn fold_dot<T: Elem>(
+    acc: &mut Accumulators,
+    g: usize,
+    run: &[T],
+    keep: &Keep<T>,
+    product: impl Fn(T, f64) -> f64,
+    weight: impl Fn(usize) -> Option<f64>,
+) {
+    let plain = keep.missing.is_empty() && keep.range.is_none();
+    let mut n = [0u64; L];
+    let mut s = [0f64; L];
+    let chunks = run.len() / L * L;
+    for k in (0..chunks).step_by(L) {
+        for i in 0..L {
+            let x = run[k + i];
+            let w = weight(k + i);
+            let ok = w.is_some() & (plain || keep.test(x));
+            n[i] += ok as u64;
+            s[i] += if ok { product(x, w.unwrap_or(0.0)) } else { 0.0 };
+        }
+    }
+    for (j, &x) in run.iter().enumerate().skip(chunks) {
+        if let Some(w) = weight(j)
+            && keep.test(x)
+        {
+            n[0] += 1;
+            s[0] += product(x, w);
+        }
+    }
+    // With a range, cells are the rows it keeps.
+    acc.cells[g] += if keep.range.is_some() {
+        run.iter().filter(|x| keep.test(**x)).count() as u64
+    } else {
+        run.len() as u64
+    };
+    acc.n[g] += n.iter().sum::<u64>();
+    if acc.needs.fsum {
+        acc.fsum[g] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     }
 }
 

@@ -8,10 +8,11 @@
 
 use super::expr::compile;
 use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use arrow::datatypes::Schema;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Float64Type, Schema};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::{Result, internal_datafusion_err};
+use datafusion::logical_expr::Expr;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,17 +49,15 @@ impl GroupIndex {
         for d in aggregation.grouped_axes().into_iter().rev() {
             let axis = &table.axes[d];
             let pos: Vec<u64> = selection[d].positions().collect();
-            let values = axis.take(&pos)?;
-            let schema = Arc::new(Schema::new(vec![table.schema.field(d).clone()]));
-            let batch = RecordBatch::try_new(schema.clone(), vec![values.clone()])?;
+            let batch = axis_batch(table, d, &pos)?;
             let mine: Vec<usize> = (0..aggregation.groups.len())
                 .filter(|&k| aggregation.groups[k].axis == d)
                 .collect();
             let mut columns = Vec::with_capacity(mine.len());
             for &k in &mine {
                 columns.push(match &aggregation.groups[k].expr {
-                    None => values.clone(),
-                    Some(e) => compile(e, &schema)?.evaluate(&batch)?.into_array(batch.num_rows())?,
+                    None => batch.column(0).clone(),
+                    Some(e) => evaluate_on(e, &batch)?,
                 });
             }
             // One id per distinct key tuple, in order of first appearance; a lone axis key
@@ -142,6 +141,49 @@ impl GroupIndex {
     }
 }
 
+/// The values of axis `d` at positions `pos`, as a batch of its column.
+fn axis_batch(table: &TableModel, d: usize, pos: &[u64]) -> Result<RecordBatch> {
+    let schema = Arc::new(Schema::new(vec![table.schema.field(d).clone()]));
+    Ok(RecordBatch::try_new(schema, vec![table.axes[d].take(pos)?])?)
+}
+
+/// Expression `e` of one axis column over a batch of it.
+fn evaluate_on(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+    compile(e, &batch.schema())?
+        .evaluate(batch)?
+        .into_array(batch.num_rows())
+}
+
+/// An expression of one axis (a weight) evaluated once per selected position.
+#[derive(Debug)]
+pub struct AxisValues {
+    /// Per position of the axis (by global position): the value (0 where NULL or not
+    /// selected).
+    pub values: Vec<f64>,
+    /// Whether the value at the position is not NULL (false where not selected).
+    pub valid: Vec<bool>,
+}
+
+impl AxisValues {
+    /// Expression `e` (Float64, of axis `d` alone) at the positions `selection` keeps.
+    pub fn new(table: &TableModel, d: usize, e: &Expr, selection: &AxisSelection) -> Result<Self> {
+        let pos: Vec<u64> = selection.positions().collect();
+        let batch = axis_batch(table, d, &pos)?;
+        let out = arrow::compute::cast(&evaluate_on(e, &batch)?, &DataType::Float64)?;
+        let out = out.as_primitive::<Float64Type>();
+        let extent = usize::try_from(table.axes[d].extent)
+            .map_err(|_| internal_datafusion_err!("axis {} is too long to weight", table.axes[d].name))?;
+        let (mut values, mut valid) = (vec![0.0; extent], vec![false; extent]);
+        for (i, &p) in pos.iter().enumerate() {
+            if out.is_valid(i) {
+                values[p as usize] = out.value(i);
+                valid[p as usize] = true;
+            }
+        }
+        Ok(AxisValues { values, valid })
+    }
+}
+
 /// Where a segment's cells go.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
@@ -159,19 +201,37 @@ pub struct Segment<'a> {
     pub cell_offset: usize,
     pub len: usize,
     pub target: Target<'a>,
+    /// With a split axis: the global position on it of the segment's first cell (the
+    /// following cells are the next positions when it is the innermost axis, else the
+    /// same one); 0 without.
+    pub pos: u64,
 }
 
 /// Walk the selected cells of `task` (tile starting at `start`) as segments: runs of one
 /// group joined while contiguous; a grouped innermost axis split into stretches of equal
-/// ids (long ones fold as runs) and element-wise stretches.
-pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mut f: impl FnMut(Segment<'a>)) {
+/// ids (long ones fold as runs) and element-wise stretches. With `split`, runs are joined
+/// only at one position of that axis and segments carry it (weights per position).
+pub fn walk_segments<'a>(
+    gi: &'a GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    split: Option<usize>,
+    mut f: impl FnMut(Segment<'a>),
+) {
     let last = task.tile_extent.len() - 1;
     let mut cell = 0usize;
     let mut runs = task.runs();
+    // The split axis's position of the run's element `i`.
+    let position = |outer: &[u64], first: u64, i: usize| match split {
+        Some(d) if d == last => start[d] + first + i as u64,
+        Some(d) => start[d] + outer[d],
+        None => 0,
+    };
     if let Some(ids) = &gi.ids[last] {
         let stride = gi.stride[last];
         while let Some(r) = runs.next() {
             let base: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
+            let at = |i: usize| position(runs.outer(), r.first, i);
             let p0 = (start[last] + r.first) as usize;
             let ids = &ids[p0..p0 + r.len as usize];
             let (off, len) = (r.offset as usize, r.len as usize);
@@ -194,6 +254,7 @@ pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mu
                                 stride,
                                 ids: &ids[each_from..i],
                             },
+                            pos: at(each_from),
                         });
                     }
                     f(Segment {
@@ -201,6 +262,7 @@ pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mu
                         cell_offset: cell + i,
                         len: j - i,
                         target: Target::One(base + ids[i] as usize * stride),
+                        pos: at(i),
                     });
                     each_from = j;
                 }
@@ -216,6 +278,7 @@ pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mu
                         stride,
                         ids: &ids[each_from..],
                     },
+                    pos: at(each_from),
                 });
             }
             cell += len;
@@ -226,8 +289,15 @@ pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mu
     while let Some(r) = runs.next() {
         let g: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
         let (off, len) = (r.offset as usize, r.len as usize);
+        let pos = position(runs.outer(), r.first, 0);
+        let joins = |p: &Segment| match split {
+            None => true,
+            Some(d) => d != last && p.pos == pos,
+        };
         pending = match pending {
-            Some(mut p) if matches!(p.target, Target::One(pg) if pg == g) && p.tile_offset + p.len == off => {
+            Some(mut p)
+                if matches!(p.target, Target::One(pg) if pg == g) && p.tile_offset + p.len == off && joins(&p) =>
+            {
                 p.len += len;
                 Some(p)
             }
@@ -240,6 +310,7 @@ pub fn walk_segments<'a>(gi: &'a GroupIndex, task: &ChunkTask, start: &[u64], mu
                     cell_offset: cell,
                     len,
                     target: Target::One(g),
+                    pos,
                 })
             }
         };

@@ -187,6 +187,7 @@ pub mod fold;
 mod groups;
 pub mod metrics;
 pub mod payload;
+mod program;
 mod scan;
 
 pub use aggregate::TetAggregateExec;

@@ -6,8 +6,9 @@
 use super::table::TableModel;
 use super::values::VALUE_COLUMN;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, Operator};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -416,6 +417,114 @@ pub fn value_input(e: &Expr, v_type: &DataType) -> Option<DataType> {
         }
         _ => None,
     }
+}
+
+/// `e` as `v·scale + offset` when every step of it is Float64 arithmetic on `v` (or
+/// `CAST(v AS DOUBLE)`) and finite Float64 literals: `v + c`, `c - v`, `v * c`, `v / c`,
+/// `-v`, nested.
+pub fn affine_of(e: &Expr, v_type: &DataType) -> Option<Affine> {
+    let literal = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Float64(Some(c)), _) if c.is_finite() => Some(*c),
+        _ => None,
+    };
+    let m = match e {
+        Expr::Column(c) if c.name == VALUE_COLUMN && *v_type == DataType::Float64 => Affine::IDENTITY,
+        Expr::Cast(c) if *c.field.data_type() == DataType::Float64 => match c.expr.as_ref() {
+            Expr::Column(col) if col.name == VALUE_COLUMN => Affine::IDENTITY,
+            inner => affine_of(inner, v_type)?,
+        },
+        Expr::Negative(x) => affine_of(x, v_type)?.then(Affine {
+            scale: -1.0,
+            offset: 0.0,
+        }),
+        Expr::BinaryExpr(b) => {
+            let (x, c, literal_left) = match (literal(&b.left), literal(&b.right)) {
+                (None, Some(c)) => (affine_of(&b.left, v_type)?, c, false),
+                (Some(c), None) => (affine_of(&b.right, v_type)?, c, true),
+                _ => return None,
+            };
+            let step = match (b.op, literal_left) {
+                (Operator::Plus, _) => Affine { scale: 1.0, offset: c },
+                (Operator::Minus, false) => Affine { scale: 1.0, offset: -c },
+                (Operator::Minus, true) => Affine { scale: -1.0, offset: c },
+                (Operator::Multiply, _) => Affine { scale: c, offset: 0.0 },
+                (Operator::Divide, false) if c != 0.0 => Affine {
+                    scale: 1.0 / c,
+                    offset: 0.0,
+                },
+                _ => return None,
+            };
+            x.then(step)
+        }
+        _ => return None,
+    };
+    (m.scale.is_finite() && m.scale != 0.0 && m.offset.is_finite()).then_some(m)
+}
+
+/// An aggregate input weighted by one axis: `w(axis)` alone, or the value (`v` or an
+/// affine map of it) times `w(axis)`, where `w` is any deterministic Float64 expression
+/// of that axis (`cos(radians(lat))`): the area weights of a climate mean. The fold
+/// evaluates `w` once per position of the axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weighted {
+    /// The axis the weight reads.
+    pub axis: usize,
+    /// The weight: an expression of that axis column alone.
+    pub weight: Expr,
+    /// The map of `v` the weight multiplies (`None`: the weight alone).
+    pub value: Option<Affine>,
+    /// The product is computed in f32 (a Float32 `v` times a Float32 weight, as with a
+    /// Float32 latitude), then widened to f64 for the sum.
+    pub f32_product: bool,
+}
+
+/// `e` (of type Float64) as a [`Weighted`] input: `w(axis)`, `f(v) * w(axis)` or
+/// `w(axis) * f(v)` with `f` a widening cast of `v` to Float64 or an affine map of it,
+/// or `CAST(v * w(axis) AS DOUBLE)` of a Float32 `v` and weight.
+pub fn weighted_input(table: &TableModel, e: &Expr) -> Option<Weighted> {
+    let v_type = table.value_type();
+    let v = table.value_index();
+    let axis_only = |e: &Expr| match expr_columns(table, e)?.as_slice() {
+        [d] if *d != v => Some(*d),
+        _ => None,
+    };
+    if let Some(axis) = axis_only(e) {
+        return Some(Weighted {
+            axis,
+            weight: e.clone(),
+            value: None,
+            f32_product: false,
+        });
+    }
+    let (e, f32_product) = match e {
+        Expr::Cast(c) if *c.field.data_type() == DataType::Float64 && v_type == DataType::Float32 => {
+            (c.expr.as_ref(), true)
+        }
+        e => (e, false),
+    };
+    let Expr::BinaryExpr(b) = e else { return None };
+    if b.op != Operator::Multiply {
+        return None;
+    }
+    let value = |x: &Expr| match value_input(x, &v_type) {
+        // Float32 products: `v` itself (so the weight is Float32 too).
+        Some(DataType::Float32) if f32_product && matches!(x, Expr::Column(_)) => Some(Affine::IDENTITY),
+        Some(DataType::Float64) if !f32_product => Some(Affine::IDENTITY),
+        Some(_) => None,
+        None if f32_product => None,
+        None => affine_of(x, &v_type),
+    };
+    let (value, weight) = match (value(&b.left), value(&b.right)) {
+        (Some(m), None) => (m, b.right.as_ref()),
+        (None, Some(m)) => (m, b.left.as_ref()),
+        _ => return None,
+    };
+    Some(Weighted {
+        axis: axis_only(weight)?,
+        weight: weight.clone(),
+        value: Some(value),
+        f32_product,
+    })
 }
 
 /// Whether `e` reads the value column.

@@ -26,14 +26,14 @@ use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec};
 use crate::plan::{
-    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel,
-    VALUE_COLUMN, Weight, expr_columns, is_numeric, value_input,
+    AccessPlan, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, Weight,
+    affine_of, expr_columns, is_numeric, value_input, weighted_input,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result, ScalarValue};
+use datafusion::common::{Column, DFSchema, Result};
 use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
@@ -75,49 +75,6 @@ impl OptimizerRule for TetAggregatePushdown {
 
 fn is_float(t: &DataType) -> bool {
     matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
-}
-
-/// `e` as `v·scale + offset` when every step of it is Float64 arithmetic on `v` (or
-/// `CAST(v AS DOUBLE)`) and finite Float64 literals: `v + c`, `c - v`, `v * c`, `v / c`,
-/// `-v`, nested.
-fn affine_of(e: &Expr, v_type: &DataType) -> Option<Affine> {
-    use datafusion::logical_expr::Operator;
-    let literal = |e: &Expr| match e {
-        Expr::Literal(ScalarValue::Float64(Some(c)), _) if c.is_finite() => Some(*c),
-        _ => None,
-    };
-    let m = match e {
-        Expr::Column(c) if c.name == VALUE_COLUMN && *v_type == DataType::Float64 => Affine::IDENTITY,
-        Expr::Cast(c) if *c.field.data_type() == DataType::Float64 => match c.expr.as_ref() {
-            Expr::Column(col) if col.name == VALUE_COLUMN => Affine::IDENTITY,
-            inner => affine_of(inner, v_type)?,
-        },
-        Expr::Negative(x) => affine_of(x, v_type)?.then(Affine {
-            scale: -1.0,
-            offset: 0.0,
-        }),
-        Expr::BinaryExpr(b) => {
-            let (x, c, literal_left) = match (literal(&b.left), literal(&b.right)) {
-                (None, Some(c)) => (affine_of(&b.left, v_type)?, c, false),
-                (Some(c), None) => (affine_of(&b.right, v_type)?, c, true),
-                _ => return None,
-            };
-            let step = match (b.op, literal_left) {
-                (Operator::Plus, _) => Affine { scale: 1.0, offset: c },
-                (Operator::Minus, false) => Affine { scale: 1.0, offset: -c },
-                (Operator::Minus, true) => Affine { scale: -1.0, offset: c },
-                (Operator::Multiply, _) => Affine { scale: c, offset: 0.0 },
-                (Operator::Divide, false) if c != 0.0 => Affine {
-                    scale: 1.0 / c,
-                    offset: 0.0,
-                },
-                _ => return None,
-            };
-            x.then(step)
-        }
-        _ => return None,
-    };
-    (m.scale.is_finite() && m.scale != 0.0 && m.offset.is_finite()).then_some(m)
 }
 
 /// Strip column qualifiers: the pushdown's expressions are over the table's own columns.
@@ -172,9 +129,17 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
             (t, AggInput::Value { affine: Some(m) })
         } else {
             let e = unqualified(arg);
-            // Inputs reading an axis (weights) would be gathered cell by cell, slower
-            // today than DataFusion's own plan: left to it until weights fold per run.
-            if expr_columns(table, &e)? != [table.value_index()] || !is_numeric(&t) {
+            // Expressions of `v` alone fold from each tile's values; of an axis only as a
+            // weight of sums, means and counts (evaluated per position). Any other
+            // expression reading an axis would be gathered cell by cell, slower than
+            // DataFusion's own plan: left to it.
+            let of_value = expr_columns(table, &e)? == [table.value_index()];
+            let weight = || {
+                t == DataType::Float64
+                    && matches!(func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count)
+                    && weighted_input(table, &e).is_some()
+            };
+            if !is_numeric(&t) || !(of_value || weight()) {
                 return None;
             }
             (t, AggInput::Expr(e))

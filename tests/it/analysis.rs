@@ -62,12 +62,19 @@ fn input(case: &Case, rng: &mut Rng) -> String {
         "abs(v)",
         "CASE WHEN v > 0 THEN v ELSE 0 END",
         "sqrt(abs(CAST(v AS DOUBLE)))",
+        "sqrt(abs(v))",
+        "v * v - v / 3.0",
+        "CAST(v AS REAL) % 7",
+        "-(v * 2.0) / (abs(v) + 1.0)",
     ];
     if axis.is_some() {
         xs.extend([
             "CAST(v AS DOUBLE) * ({w} + 1)",
             "CAST({w} AS DOUBLE) * 0.25",
             "v * 0.5 + {w}",
+            "CAST(v AS DOUBLE) * cos(radians({w}))",
+            "cos(radians({w})) * ((v - 1.5) * 2.0)",
+            "CASE WHEN {w} > 0 THEN 1.0 END * CAST(v AS DOUBLE)",
         ]);
     }
     let e = pick(rng, &xs);
@@ -172,8 +179,8 @@ async fn random_analyses_equal_datafusion() {
         }
     }
     // Most queries are valid SQL (not all: `abs` of an unsigned type), and most fold (not
-    // all: inputs weighted by an axis do not, nor inputs DataFusion types as Decimal128,
-    // such as a CASE over UInt64).
+    // all: inputs of an axis other than weights of sums, means and counts do not, nor
+    // inputs DataFusion types as Decimal128, such as a CASE over UInt64).
     assert!(compared > 180, "only {compared} of 240 compared");
     assert!(folded * 2 > compared, "only {folded} of {compared} folded");
 }
@@ -189,6 +196,7 @@ async fn analysis_shapes_around_the_fold() {
         .unwrap();
     let f = format!("tet('{}', 't')", case.path);
     let (a0, a1, a2) = (&case.axes[0].name, &case.axes[1].name, &case.axes[2].name);
+    let inner = &case.axes[case.axes.len() - 1].name;
     let fire = [
         // Keys of one axis, HAVING, ORDER BY, LIMIT, CTEs and subqueries around the fold.
         format!(
@@ -207,6 +215,19 @@ async fn analysis_shapes_around_the_fold() {
         ),
         // A bare count(*) with a value condition folds (no statistics answer it).
         format!("SELECT count(*) FROM {f} WHERE v > 3"),
+        // Weights from an axis: an outer one (one weight per run), the innermost (a dot
+        // product), grouped by the innermost axis (per element), NULL weights, counts,
+        // with value conditions and an affine map of v.
+        format!("SELECT sum(CAST(v AS DOUBLE) * cos(radians({a1}))) / sum(cos(radians({a1}))) FROM {f}"),
+        format!(
+            "SELECT {a0}, sum(v * cos(radians({inner}))) / sum(cos(radians({inner}))) FROM {f} WHERE v > 0 GROUP BY {a0}"
+        ),
+        format!(
+            "SELECT {inner}, avg((v - 1.5) * 2.0 * ({a0} + 1)), count(v * CASE WHEN {a0} > 1 THEN 1.0 END) FROM {f} GROUP BY {inner}"
+        ),
+        format!(
+            "SELECT {a1} % 3 AS b, sum(CAST(v AS DOUBLE) * {inner}) FILTER (WHERE v < 5), sum(CAST({inner} AS DOUBLE)) FROM {f} WHERE {a0} > 0 GROUP BY 1"
+        ),
     ];
     for q in &fire {
         assert!(compare(&on, &off, q, Some(true)).await, "{q}");
@@ -217,12 +238,22 @@ async fn analysis_shapes_around_the_fold() {
         format!("SELECT {a0} + {a1}, sum(v) FROM {f} GROUP BY {a0} + {a1}"),
         format!("SELECT v > 0, count(*) FROM {f} GROUP BY v > 0"),
         format!("SELECT median(v) FROM {f}"),
-        // Weights from an axis (gathered per cell they would be slower than the row plan).
-        format!("SELECT sum(CAST(v AS DOUBLE) * cos(radians({a1}))) / sum(cos(radians({a1}))) FROM {f}"),
+        // An axis in other inputs (gathered per cell they would be slower than the row
+        // plan): extremes of weighted values, sums not of a product.
+        format!("SELECT max(CAST(v AS DOUBLE) * cos(radians({a1}))) FROM {f}"),
+        format!("SELECT sum(v + {a1}) FROM {f}"),
     ];
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
     }
+    // A square root of a negative value fails as DataFusion's does, unless a condition
+    // keeps such values from being evaluated.
+    let roots = format!("SELECT sum(sqrt(v - 1000000000.0)) FROM {f}");
+    let err = on.sql(&roots).await.unwrap().collect().await.unwrap_err().to_string();
+    assert!(err.contains("square root of a negative"), "{err}");
+    assert!(off.sql(&roots).await.unwrap().collect().await.is_err());
+    let q = format!("SELECT {a0}, sum(sqrt(v)), max(sqrt(v)) FROM {f} WHERE v >= 0 GROUP BY {a0}");
+    assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
     // Volatile inputs and filters stay with DataFusion (their answers differ per run).
     for q in [
         format!("SELECT sum(v) FILTER (WHERE random() > 2) FROM {f}"),
@@ -336,4 +367,36 @@ async fn time_buckets_of_a_cf_time_axis() {
     ] {
         assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
     }
+}
+
+/// The README's analyses (`sql/analyses.sql`) on the demo file: every one folds and
+/// answers as DataFusion's own plan does.
+#[tokio::test(flavor = "multi_thread")]
+async fn readme_analyses_fold_and_equal_datafusion() {
+    let dir = tempdir();
+    let path = dir.path().join("weather.tet").display().to_string();
+    let (on, off) = (ctx(), no_pushdown().await);
+    // The demo file is written by tet-sql's `tet_demo_file`.
+    let (ok, _, err) = crate::cli::tet_sql_env(
+        &["-q", "-c", &format!("SELECT * FROM tet_demo_file('{path}')")],
+        dir.path(),
+        &[],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sql/analyses.sql")).unwrap();
+    let mut n = 0;
+    for statement in script.split(';') {
+        let sql: Vec<&str> = statement
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())
+            .collect();
+        if sql.is_empty() {
+            continue;
+        }
+        let sql = sql.join("\n").replace("data/weather.tet", &path);
+        assert!(compare(&on, &off, &sql, Some(true)).await, "{sql}");
+        n += 1;
+    }
+    assert!(n >= 9, "only {n} statements in sql/analyses.sql");
 }

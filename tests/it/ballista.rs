@@ -70,6 +70,7 @@ const CUBE_QUERIES: &[&str] = &[
     "SELECT time % 4 AS h, avg(v * 1.8 + 32), max(v) FILTER (WHERE v > 0) FROM {f} WHERE v BETWEEN -500 AND 500 GROUP BY time % 4",
     "SELECT lon > 10 AS e, sum(v * 0.5 - 3) / count(v) FROM {f} WHERE abs(v) > 3 AND v > lon GROUP BY 1",
     "SELECT substr(lat, 2) AS b, count(*) FILTER (WHERE lat <> 'N01'), stddev(sqrt(abs(v))) FROM {f} GROUP BY 1",
+    "SELECT lat, sum(v * cos(radians(lon))) / sum(cos(radians(lon))) FROM {f} WHERE v > 0 GROUP BY lat",
 ];
 
 fn q(sql: &str, from: &str) -> String {
