@@ -754,14 +754,26 @@ fn fold_weighted(
 ) -> Result<()> {
     let inner = w.axis == task.tile_extent.len() - 1;
     let (values, valid) = (&w.values.values, &w.values.valid);
-    let Some(tile) = tile else {
+    let reads_values = w.value.is_some() || range.is_some();
+    let Some(tile) = tile.filter(|_| reads_values) else {
         // Neither the weight nor a condition reads the values: every cell is kept.
-        if w.value.is_some() || range.is_some() {
+        if reads_values {
             return internal_err!("TetAggregateExec: a weighted input of v without its tile");
         }
         walk_segments(gi, task, start, Some(w.axis), |s| {
+            let p = s.pos as usize;
+            if let (Target::One(g), false) = (s.target, inner) {
+                acc.cells[g] += s.len as u64;
+                if valid[p] {
+                    acc.n[g] += s.len as u64;
+                    if acc.needs.fsum {
+                        acc.fsum[g] += values[p] * s.len as f64;
+                    }
+                }
+                return;
+            }
             for i in 0..s.len {
-                let p = s.pos as usize + if inner { i } else { 0 };
+                let p = p + if inner { i } else { 0 };
                 let g = match s.target {
                     Target::One(g) => g,
                     Target::Each { base, stride, ids } => base + ids[i] as usize * stride,

@@ -166,6 +166,8 @@ pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     const MAX: Self;
     const MIN: Self;
     fn f(self) -> f64;
+    /// The value as f32 (one rounding, as Arrow casts it).
+    fn f32(self) -> f32;
     fn bits(self) -> i64;
     fn wide(self) -> i128;
     fn is_nan(self) -> bool;
@@ -188,6 +190,7 @@ macro_rules! int_elem {
             const MAX: Self = <$t>::MAX;
             const MIN: Self = <$t>::MIN;
             #[inline(always)] fn f(self) -> f64 { self as f64 }
+            #[inline(always)] fn f32(self) -> f32 { self as f32 }
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { false }
@@ -214,6 +217,7 @@ macro_rules! float_elem {
             const MAX: Self = <$t>::INFINITY;
             const MIN: Self = <$t>::NEG_INFINITY;
             #[inline(always)] fn f(self) -> f64 { self as f64 }
+            #[inline(always)] fn f32(self) -> f32 { self as f32 }
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
@@ -240,6 +244,10 @@ impl Elem for f16 {
     #[inline(always)]
     fn f(self) -> f64 {
         self.to_f64()
+    }
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        self.to_f32()
     }
     #[inline(always)]
     fn bits(self) -> i64 {

@@ -5,12 +5,11 @@
 //! Only operations whose results are exactly DataFusion's for the same types compile:
 //! IEEE arithmetic (`+ - * / %`) and negation of f32 or f64, `abs`, `sqrt` (with
 //! DataFusion's error for a negative input), casts between f32 and f64, and the value
-//! column read as its own float type or cast to one (exact for every stored type but
-//! 64-bit integers to f32, which are declined). Anything else is evaluated by DataFusion's
-//! own expressions ([`TileExprs`](super::expr::TileExprs)).
+//! column read as its own float type or cast to one. Anything else is evaluated by
+//! DataFusion's own expressions ([`TileExprs`](super::expr::TileExprs)).
 
 use super::fold::Elem;
-use crate::format::{DType, Packing};
+use crate::format::Packing;
 use crate::plan::{TableModel, VALUE_COLUMN};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -74,10 +73,8 @@ impl Program {
     /// `e` (unqualified columns) compiled, when every step of it is one the module
     /// supports; `None` otherwise.
     pub fn compile(table: &TableModel, e: &Expr) -> Option<Program> {
-        let dtype = table.dataset().dtype();
         let ctx = Ctx {
             value_type: float_type(&table.value_type()),
-            dtype,
         };
         Some(Program {
             root: ctx.typed(e)?,
@@ -102,7 +99,7 @@ impl Program {
         match &n.node {
             Node::Value => match self.packing {
                 Some(p) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
-                None => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(v.f())),
+                None => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
             },
             Node::Const(c) => out.fill(F::of_f64(*c)),
             Node::Cast(a) => {
@@ -147,7 +144,6 @@ impl Program {
 struct Ctx {
     /// The value column's type when it is a float type.
     value_type: Option<Ty>,
-    dtype: DType,
 }
 
 impl Ctx {
@@ -196,15 +192,14 @@ impl Ctx {
     /// `CAST(e AS to)`.
     fn cast(&self, e: &Expr, to: &DataType) -> Option<Typed> {
         let to = float_type(to)?;
-        // The value column of a type that is not a float: stored values convert exactly
-        // to f64, and to f32 with one rounding unless they are 64-bit integers.
+        // The value column of a type that is not a float: stored values convert to
+        // either float type directly (`Elem::f`, `Elem::f32`), as Arrow casts them.
         if let Expr::Column(c) = e
             && c.relation.is_none()
             && c.name == VALUE_COLUMN
             && self.value_type.is_none()
         {
-            let once = self.dtype.size() <= 4 || self.dtype.is_float();
-            return (to == Ty::F64 || once).then_some(Typed {
+            return Some(Typed {
                 node: Node::Value,
                 ty: to,
             });
@@ -238,6 +233,8 @@ pub trait Lane:
     fn of_f64(x: f64) -> Self;
     /// A value of the other type converted (Arrow's cast).
     fn of_other(x: Self::Other) -> Self;
+    /// A stored value converted (Arrow's cast).
+    fn of_elem<T: Elem>(x: T) -> Self;
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
 }
@@ -251,6 +248,10 @@ impl Lane for f32 {
     #[inline(always)]
     fn of_other(x: f64) -> Self {
         x as f32
+    }
+    #[inline(always)]
+    fn of_elem<T: Elem>(x: T) -> Self {
+        x.f32()
     }
     #[inline(always)]
     fn abs(self) -> Self {
@@ -271,6 +272,10 @@ impl Lane for f64 {
     #[inline(always)]
     fn of_other(x: f32) -> Self {
         x as f64
+    }
+    #[inline(always)]
+    fn of_elem<T: Elem>(x: T) -> Self {
+        x.f()
     }
     #[inline(always)]
     fn abs(self) -> Self {
