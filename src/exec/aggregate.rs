@@ -802,7 +802,7 @@ fn fold_weighted(
         let product = |x: T, w_: f64| -> f64 {
             match (w.value, w.f32_product) {
                 (None, _) => w_,
-                (Some(_), true) => ((x.f() as f32) * (w_ as f32)) as f64,
+                (Some(_), true) => (x.f32() * (w_ as f32)) as f64,
                 (Some(_), false) => m.apply(x.f()) * w_,
             }
         };
@@ -814,7 +814,11 @@ fn fold_weighted(
                 (Target::One(g), false) if !w.f32_product => {
                     fold_weighted_run(acc, g, run, &keep, w.value, valid[p].then_some(values[p]))
                 }
-                (Target::One(g), false) => fold_dot(acc, g, run, &keep, product, |_| weight(p)),
+                (Target::One(g), false) => {
+                    // One weight for the run, hoisted so the loop vectorizes.
+                    let w = weight(p);
+                    fold_dot(acc, g, run, &keep, product, move |_| w)
+                }
                 (Target::One(g), true) => fold_dot(acc, g, run, &keep, product, |i| weight(p + i)),
                 (Target::Each { base, stride, ids }, _) => {
                     for (i, x) in run.iter().enumerate() {
