@@ -122,6 +122,11 @@ fn chosen(var: &str, name: &str) -> bool {
 
 /// Time the queries over `tet` (and `parquet`, when given) `reps` times each.
 async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error::Result<()> {
+    println!(
+        "{{\"kernels\":\"{}\",\"detected\":\"{}\"}}",
+        datafusion_tet::exec::simd::current().name(),
+        datafusion_tet::exec::simd::detected().name()
+    );
     let file_bytes = std::fs::read(tet)?;
     let file = TetFile::open(file_bytes.as_slice()).map_err(to_df)?;
     let ds = file.dataset("temp").map_err(to_df)?;

@@ -7,7 +7,9 @@ reports the median of several runs of each query shape in QUERIES (the plain fol
 analysis shapes: time buckets, latitude bands, area weights, value filters, FILTER
 clauses, affine and other expressions of v). Engines, all in the same run:
 
-  ours via the Rust API (benches/driver.rs) and via tet-sql (process wall time),
+  ours via the Rust API (benches/driver.rs; also with TET_SIMD=portable) and via tet-sql
+  (its own Elapsed for a repeated query in one session, the first query, and the process
+  wall time),
   DataFusion's own plan over our scan (SET tet.aggregate_pushdown = false),
   DataFusion and DuckDB over the Parquet table,
   xarray on the in-memory DataArray (groupby, weighted, where), numpy for the plain shapes,
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -143,13 +146,36 @@ def main():
                            str(floor_bin)])
     out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True,
                                   env=os.environ | {"TET_FLOOR_BIN": str(floor_bin)})
+    simd = "?"
     for line in out.splitlines():
         r = json.loads(line)
+        if "kernels" in r:
+            simd = f"the {r['kernels']} copy"
+            continue
         results[(r["engine"], r["query"])] = r["median_s"]
+
+    # The same kernels with the portable (baseline x86-64) copy forced: what run-time
+    # dispatch to AVX2 buys.
+    out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True,
+                                  env=os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_SIMD": "portable",
+                                                    "TET_BENCH_ENGINES": "ours_rust_api"})
+    for line in out.splitlines():
+        r = json.loads(line)
+        if r.get("engine") == "ours_rust_api":
+            results[("ours_rust_api_portable", r["query"])] = r["median_s"]
 
     for q in QUERIES:
         s = sql[q].format(t=f"tet('{tetf}', 'temp')")
-        results[("ours_tet_sql", q)] = median_time(
+        # One session runs the query reps + 1 times; tet-sql's own "Elapsed" per query.
+        # The first pays opening and mapping the file; the median of the others is the
+        # warm figure, and the process wall time (with start-up) is kept beside it.
+        out = subprocess.run([str(tet_sql), "--format", "csv", "-c"] + [s] * (a.reps + 1), check=True,
+                             capture_output=True, text=True).stdout
+        elapsed = [float(x) for x in re.findall(r"Elapsed ([0-9.]+) seconds", out)]
+        assert len(elapsed) == a.reps + 1, out
+        results[("ours_tet_sql", q)] = statistics.median(elapsed[1:])
+        results[("ours_tet_sql_first", q)] = elapsed[0]
+        results[("ours_tet_sql_process", q)] = median_time(
             lambda: subprocess.run([str(tet_sql), "-q", "--format", "csv", "-c", s], check=True, capture_output=True), a.reps)
 
     con = duckdb.connect()
@@ -201,7 +227,8 @@ def main():
     assert np.isclose(ours("area_weighted")[0, 0], ref, rtol=1e-9), "area_weighted differs from numpy"
 
     floor = results[("floor_native_c", "full_mean")]
-    engines = ["ours_rust_api", "ours_tet_sql", "datafusion_over_our_scan", "datafusion_parquet",
+    engines = ["ours_rust_api", "ours_rust_api_portable", "ours_tet_sql", "ours_tet_sql_first",
+               "ours_tet_sql_process", "datafusion_over_our_scan", "datafusion_parquet",
                "duckdb_parquet", "xarray_in_memory", "numpy_in_memory", "upstream_tet_py"]
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
     mem = subprocess.run(["sh", "-c", "free -g | awk '/Mem:/{print $2}'"], capture_output=True, text=True).stdout.strip()
@@ -236,7 +263,11 @@ def main():
         lines.append(f"| {e} | " + " | ".join(
             cell(e, q, lambda x, q=q: f"{x / results[('ours_rust_api', q)]:.1f}x") for q in QUERIES) + " |")
     lines += ["", "n/a: the engine has no such shape in this script (numpy: the plain means; the upstream engine: "
-              "means over axes). tet-sql times include process start (about 20 ms). xarray and numpy work on the "
+              "means over axes). ours_rust_api_portable: the same driver with `TET_SIMD=portable` (the kernels' "
+              f"baseline copy; the default run uses {simd}). ours_tet_sql: tet-sql's own `Elapsed` for a query "
+              "repeated in one session (median of all but the first); ours_tet_sql_first: the first, which opens "
+              "and maps the file; ours_tet_sql_process: the process wall time of `tet-sql -c` (start-up included). "
+              "xarray and numpy work on the "
               "array already in memory; xarray's float32 means accumulate in float32 (numpy's pairwise sum).", ""]
     Path(a.out).write_text("\n".join(lines))
     print("\n".join(lines))

@@ -21,7 +21,8 @@ use super::fold::{
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
-use super::program::{BLOCK, Lane, Program, Ty};
+use super::program::{BLOCK, Lane, Program, Scratch, Ty};
+use super::simd::multiversion;
 use crate::format::{elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
@@ -851,21 +852,21 @@ fn fold_program(
         return internal_err!("TetAggregateExec: an expression of v without its tile");
     };
     let mut negative = false;
+    let mut scratch = program.scratch();
     with_dtype!(table.dataset().dtype(), T => {
         let keep = Keep {
             missing: Missing::<T>::of(&table.missing),
             range,
         };
         let t = elements::<T>(tile);
+        let mut kept = Kept { values: vec![T::default(); BLOCK], at: vec![0; BLOCK] };
         walk_segments(gi, task, start, None, |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];
-            for (b, x) in run.chunks(BLOCK).enumerate() {
-                let at = b * BLOCK;
-                negative |= match program.ty() {
-                    Ty::F64 => fold_block::<T, f64>(acc, &s, at, x, &keep, program),
-                    Ty::F32 => fold_block::<T, f32>(acc, &s, at, x, &keep, program),
-                };
-            }
+            let k = &mut kept;
+            negative |= match program.ty() {
+                Ty::F64 => fold_program_run::<T, f64>(acc, &s, run, &keep, program, &mut scratch, k),
+                Ty::F32 => fold_program_run::<T, f32>(acc, &s, run, &keep, program, &mut scratch, k),
+            };
         });
     });
     if negative {
@@ -874,59 +875,69 @@ fn fold_program(
     Ok(())
 }
 
-/// Evaluate `program` over `x` (stored values at offset `at` of segment `s`) and fold the
-/// kept results; true when a square root met a negative kept value.
-#[inline(always)]
-fn fold_block<T: Elem, F: Lane + Elem>(
-    acc: &mut Accumulators,
-    s: &Segment,
-    at: usize,
-    x: &[T],
-    keep: &Keep<T>,
-    program: &Program,
-) -> bool {
-    let n = x.len();
-    let mut y = [F::default(); BLOCK];
-    let mut negative = [false; BLOCK];
-    program.eval(x, &mut y[..n], &mut negative[..n]);
-    let plain = keep.missing.is_empty() && keep.range.is_none();
-    let mut bad = false;
-    match s.target {
-        Target::One(g) if plain => {
-            bad = negative[..n].iter().any(|&b| b);
-            fold_run(acc, g, &y[..n], &Keep::default());
-        }
-        Target::One(g) => {
-            // Keep the kept results, then fold them as one run.
-            let mut z = [F::default(); BLOCK];
+/// The kept elements of a block ([`BLOCK`] long): their values and offsets in it.
+struct Kept<T> {
+    values: Vec<T>,
+    at: Vec<u32>,
+}
+
+multiversion! {
+    /// Evaluate `program` (of type `F`) over segment `s`'s stored values `run`, block by
+    /// block, and fold the results of the kept ones; true when a square root met a
+    /// negative kept value.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_program_run[T, F](
+        acc: &mut Accumulators,
+        s: &Segment,
+        run: &[T],
+        keep: &Keep<T>,
+        program: &Program,
+        scratch: &mut Scratch,
+        kept: &mut Kept<T>,
+    ) -> bool where [T: Elem, F: Lane + Elem] {
+        let plain = keep.missing.is_empty() && keep.range.is_none();
+        let mut negative = false;
+        for (b, x) in run.chunks(BLOCK).enumerate() {
+            let n = x.len();
+            if let (Target::One(g), true) = (s.target, plain) {
+                negative |= program.eval(x, scratch);
+                fold_run(acc, g, F::result(scratch, n), &Keep::default());
+                continue;
+            }
+            // Keep the kept values (and where they were), then evaluate only those.
             let mut m = 0;
-            for i in 0..n {
-                let ok = keep.test(x[i]);
-                bad |= ok & negative[i];
-                z[m] = y[i];
-                m += ok as usize;
+            for (i, &v) in x.iter().enumerate() {
+                kept.values[m] = v;
+                kept.at[m] = i as u32;
+                m += keep.test(v) as usize;
             }
-            fold_run(acc, g, &z[..m], &Keep::default());
-            if keep.range.is_none() {
-                // Missing cells are cells too.
-                acc.cells[g] += (n - m) as u64;
+            negative |= program.eval(&kept.values[..m], scratch);
+            let y = F::result(scratch, m);
+            match s.target {
+                Target::One(g) => {
+                    fold_run(acc, g, y, &Keep::default());
+                    if keep.range.is_none() {
+                        // Missing cells are cells too.
+                        acc.cells[g] += (n - m) as u64;
+                    }
+                }
+                Target::Each { base, stride, ids } => {
+                    let group = |i: usize| base + ids[b * BLOCK + i] as usize * stride;
+                    if keep.range.is_none() {
+                        (0..n).for_each(|i| acc.cells[group(i)] += 1);
+                    }
+                    for (j, &v) in y.iter().enumerate() {
+                        let g = group(kept.at[j] as usize);
+                        if keep.range.is_some() {
+                            acc.cells[g] += 1;
+                        }
+                        fold_value(acc, g, v);
+                    }
+                }
             }
         }
-        Target::Each { base, stride, ids } => {
-            for i in 0..n {
-                let g = base + ids[at + i] as usize * stride;
-                let ok = keep.test(x[i]);
-                if keep.range.is_none() || ok {
-                    acc.cells[g] += 1;
-                }
-                if ok {
-                    bad |= negative[i];
-                    fold_value(acc, g, y[i]);
-                }
-            }
-        }
+        negative
     }
-    bad
 }
 
 /// Fold `run` (the segment's elements) into the segment's groups.

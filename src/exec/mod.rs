@@ -189,6 +189,7 @@ pub mod metrics;
 pub mod payload;
 mod program;
 mod scan;
+pub mod simd;
 
 pub use aggregate::TetAggregateExec;
 pub use cells::{axis_positions, value_array};

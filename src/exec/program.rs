@@ -54,11 +54,49 @@ struct Typed {
     ty: Ty,
 }
 
+/// One step of a compiled expression: a postfix program over two stacks of blocks, one
+/// per float type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    /// Pop a block of the other type, push it converted to this one.
+    Cast(Ty),
+    /// A step on the top of this type's stack.
+    Step(Ty, Step),
+}
+
+/// A step within one type's stack.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    /// Push the stored values, converted (and unpacked when packed).
+    Load,
+    /// Push a constant block.
+    Push(f64),
+    Neg,
+    Abs,
+    Sqrt,
+    /// Pop `b`, then `a`; push `a op b`.
+    Bin(Arith),
+    /// The top `a` becomes `a op c`.
+    BinConst(Arith, f64),
+    /// The top `b` becomes `c op b`.
+    ConstBin(Arith, f64),
+}
+
 /// A compiled expression of `v`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
-    root: Typed,
+    ops: Vec<Op>,
+    ty: Ty,
     packing: Option<Packing>,
+    /// The most blocks each stack (f32, f64) holds at once.
+    depth: (usize, usize),
+}
+
+/// Blocks a [`Program`] evaluates into: made once per chunk task by
+/// [`Program::scratch`], reused for every block.
+pub struct Scratch {
+    f32: Vec<f32>,
+    f64: Vec<f64>,
 }
 
 fn float_type(t: &DataType) -> Option<Ty> {
@@ -69,6 +107,65 @@ fn float_type(t: &DataType) -> Option<Ty> {
     }
 }
 
+/// Append the postfix steps of `t` to `ops`.
+fn lower(t: &Typed, ops: &mut Vec<Op>) {
+    let ty = t.ty;
+    match &t.node {
+        Node::Value => ops.push(Op::Step(ty, Step::Load)),
+        Node::Const(c) => ops.push(Op::Step(ty, Step::Push(*c))),
+        Node::Cast(a) => {
+            lower(a, ops);
+            ops.push(Op::Cast(ty));
+        }
+        Node::Neg(a) => {
+            lower(a, ops);
+            ops.push(Op::Step(ty, Step::Neg));
+        }
+        Node::Abs(a) => {
+            lower(a, ops);
+            ops.push(Op::Step(ty, Step::Abs));
+        }
+        Node::Sqrt(a) => {
+            lower(a, ops);
+            ops.push(Op::Step(ty, Step::Sqrt));
+        }
+        Node::Bin(op, a, b) => match (&a.node, &b.node) {
+            (_, Node::Const(c)) => {
+                lower(a, ops);
+                ops.push(Op::Step(ty, Step::BinConst(*op, *c)));
+            }
+            (Node::Const(c), _) => {
+                lower(b, ops);
+                ops.push(Op::Step(ty, Step::ConstBin(*op, *c)));
+            }
+            _ => {
+                lower(a, ops);
+                lower(b, ops);
+                ops.push(Op::Step(ty, Step::Bin(*op)));
+            }
+        },
+    }
+}
+
+/// The most blocks each stack (f32, f64) of `ops` holds at once.
+fn depth(ops: &[Op]) -> (usize, usize) {
+    let (mut h, mut most) = ([0usize; 2], [0usize; 2]);
+    let at = |ty| if ty == Ty::F32 { 0 } else { 1 };
+    for op in ops {
+        match *op {
+            Op::Step(ty, Step::Load | Step::Push(_)) => h[at(ty)] += 1,
+            Op::Cast(ty) => {
+                h[1 - at(ty)] -= 1;
+                h[at(ty)] += 1;
+            }
+            Op::Step(ty, Step::Bin(_)) => h[at(ty)] -= 1,
+            _ => {}
+        }
+        most = [most[0].max(h[0]), most[1].max(h[1])];
+    }
+    (most[0], most[1])
+}
+
 impl Program {
     /// `e` (unqualified columns) compiled, when every step of it is one the module
     /// supports; `None` otherwise.
@@ -76,68 +173,120 @@ impl Program {
         let ctx = Ctx {
             value_type: float_type(&table.value_type()),
         };
+        let root = ctx.typed(e)?;
+        let mut ops = Vec::new();
+        lower(&root, &mut ops);
         Some(Program {
-            root: ctx.typed(e)?,
+            depth: depth(&ops),
+            ops,
+            ty: root.ty,
             packing: table.packing,
         })
     }
 
     /// The type of the result.
     pub fn ty(&self) -> Ty {
-        self.root.ty
+        self.ty
     }
 
-    /// Evaluate over stored values `x` (at most [`BLOCK`]) into `out` (as long as `x`);
-    /// `negative[i]` becomes true where a square root met a negative input.
-    pub fn eval<T: Elem, F: Lane>(&self, x: &[T], out: &mut [F], negative: &mut [bool]) {
-        self.eval_node(&self.root, x, out, negative)
-    }
-
-    fn eval_node<T: Elem, F: Lane>(&self, n: &Typed, x: &[T], out: &mut [F], negative: &mut [bool]) {
-        let len = x.len();
-        let out = &mut out[..len];
-        match &n.node {
-            Node::Value => match self.packing {
-                Some(p) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
-                None => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
-            },
-            Node::Const(c) => out.fill(F::of_f64(*c)),
-            Node::Cast(a) => {
-                let mut tmp = [F::Other::default(); BLOCK];
-                self.eval_node(a, x, &mut tmp[..len], negative);
-                out.iter_mut().zip(&tmp[..len]).for_each(|(o, &v)| *o = F::of_other(v));
-            }
-            Node::Neg(a) => {
-                self.eval_node(a, x, out, negative);
-                out.iter_mut().for_each(|o| *o = -*o);
-            }
-            Node::Abs(a) => {
-                self.eval_node(a, x, out, negative);
-                out.iter_mut().for_each(|o| *o = o.abs());
-            }
-            Node::Sqrt(a) => {
-                self.eval_node(a, x, out, negative);
-                for (o, bad) in out.iter_mut().zip(negative.iter_mut()) {
-                    *bad |= *o < F::default();
-                    *o = o.sqrt();
-                }
-            }
-            Node::Bin(op, a, b) => {
-                self.eval_node(a, x, out, negative);
-                let mut tmp = [F::default(); BLOCK];
-                let rhs = &mut tmp[..len];
-                self.eval_node(b, x, rhs, negative);
-                let pairs = out.iter_mut().zip(rhs.iter());
-                match op {
-                    Arith::Add => pairs.for_each(|(o, &r)| *o = *o + r),
-                    Arith::Sub => pairs.for_each(|(o, &r)| *o = *o - r),
-                    Arith::Mul => pairs.for_each(|(o, &r)| *o = *o * r),
-                    Arith::Div => pairs.for_each(|(o, &r)| *o = *o / r),
-                    Arith::Rem => pairs.for_each(|(o, &r)| *o = *o % r),
-                }
-            }
+    /// The blocks [`eval`](Self::eval) needs.
+    pub fn scratch(&self) -> Scratch {
+        Scratch {
+            f32: vec![0.0; BLOCK * self.depth.0],
+            f64: vec![0.0; BLOCK * self.depth.1],
         }
     }
+
+    /// Evaluate over stored values `x` (at most [`BLOCK`]); the result is
+    /// [`Lane::result`] of `s` for the program's type. True when a square root met a
+    /// negative input.
+    #[inline(always)]
+    pub fn eval<T: Elem>(&self, x: &[T], s: &mut Scratch) -> bool {
+        let n = x.len();
+        let mut h = (0usize, 0usize);
+        let mut negative = false;
+        for &op in &self.ops {
+            negative |= match op {
+                Op::Cast(Ty::F64) => {
+                    let src = &s.f32[(h.0 - 1) * BLOCK..][..n];
+                    let dst = &mut s.f64[h.1 * BLOCK..][..n];
+                    dst.iter_mut().zip(src).for_each(|(d, &v)| *d = f64::of_other(v));
+                    h = (h.0 - 1, h.1 + 1);
+                    false
+                }
+                Op::Cast(Ty::F32) => {
+                    let src = &s.f64[(h.1 - 1) * BLOCK..][..n];
+                    let dst = &mut s.f32[h.0 * BLOCK..][..n];
+                    dst.iter_mut().zip(src).for_each(|(d, &v)| *d = f32::of_other(v));
+                    h = (h.0 + 1, h.1 - 1);
+                    false
+                }
+                Op::Step(Ty::F32, st) => step(st, x, self.packing, &mut s.f32, &mut h.0),
+                Op::Step(Ty::F64, st) => step(st, x, self.packing, &mut s.f64, &mut h.1),
+            };
+        }
+        negative
+    }
+}
+
+/// `a op b` in type `F`.
+#[inline(always)]
+fn arith<F: Lane>(op: Arith, a: F, b: F) -> F {
+    match op {
+        Arith::Add => a + b,
+        Arith::Sub => a - b,
+        Arith::Mul => a * b,
+        Arith::Div => a / b,
+        Arith::Rem => a % b,
+    }
+}
+
+/// Apply `op` to the stack of blocks `buf` of height `h` over `x`;
+/// true when a square root met a negative input.
+#[inline(always)]
+fn step<T: Elem, F: Lane>(op: Step, x: &[T], packing: Option<Packing>, buf: &mut [F], h: &mut usize) -> bool {
+    let n = x.len();
+    let top = |h: usize| (h - 1) * BLOCK..(h - 1) * BLOCK + n;
+    match op {
+        Step::Load => {
+            let out = &mut buf[*h * BLOCK..][..n];
+            match packing {
+                Some(p) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
+                None => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
+            }
+            *h += 1;
+        }
+        Step::Push(c) => {
+            buf[*h * BLOCK..][..n].fill(F::of_f64(c));
+            *h += 1;
+        }
+        Step::Neg => buf[top(*h)].iter_mut().for_each(|o| *o = -*o),
+        Step::Abs => buf[top(*h)].iter_mut().for_each(|o| *o = o.abs()),
+        Step::Sqrt => {
+            // DataFusion's check, as a reduction that vectorizes.
+            let mut negative = 0u32;
+            for o in &mut buf[top(*h)] {
+                negative |= (*o < F::default()) as u32;
+                *o = o.sqrt();
+            }
+            return negative != 0;
+        }
+        Step::Bin(a) => {
+            let (lo, hi) = buf.split_at_mut((*h - 1) * BLOCK);
+            let l = &mut lo[(*h - 2) * BLOCK..][..n];
+            l.iter_mut().zip(&hi[..n]).for_each(|(o, &r)| *o = arith(a, *o, r));
+            *h -= 1;
+        }
+        Step::BinConst(a, c) => {
+            let c = F::of_f64(c);
+            buf[top(*h)].iter_mut().for_each(|o| *o = arith(a, *o, c));
+        }
+        Step::ConstBin(a, c) => {
+            let c = F::of_f64(c);
+            buf[top(*h)].iter_mut().for_each(|o| *o = arith(a, c, *o));
+        }
+    }
+    false
 }
 
 /// What the compiler knows of the table.
@@ -237,6 +386,8 @@ pub trait Lane:
     fn of_elem<T: Elem>(x: T) -> Self;
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
+    /// The first `n` results of [`Program::eval`] when the program has this type.
+    fn result(s: &Scratch, n: usize) -> &[Self];
 }
 
 impl Lane for f32 {
@@ -261,6 +412,10 @@ impl Lane for f32 {
     fn sqrt(self) -> Self {
         f32::sqrt(self)
     }
+    #[inline(always)]
+    fn result(s: &Scratch, n: usize) -> &[Self] {
+        &s.f32[..n]
+    }
 }
 
 impl Lane for f64 {
@@ -284,5 +439,9 @@ impl Lane for f64 {
     #[inline(always)]
     fn sqrt(self) -> Self {
         f64::sqrt(self)
+    }
+    #[inline(always)]
+    fn result(s: &Scratch, n: usize) -> &[Self] {
+        &s.f64[..n]
     }
 }
