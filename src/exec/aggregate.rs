@@ -48,6 +48,9 @@ use futures::stream::BoxStream;
 use std::fmt;
 use std::sync::Arc;
 
+/// Cells of one slab when several inputs walk a tile (64 KiB of f32: within L2).
+const SLAB_CELLS: u64 = 16 * 1024;
+
 /// Which accumulators an aggregate needs.
 fn needs(spec: &AggSpec) -> Needs {
     let mut n = Needs::default();
@@ -528,36 +531,55 @@ impl FoldJob {
                 }
                 Ok(evaluated[i].clone().expect("just evaluated"))
             };
+            // Inputs over stored values walk the tile slab by slab, all of them per slab,
+            // so that each slab is read from memory once and from cache by the others.
+            let direct = self
+                .fold
+                .inputs
+                .iter()
+                .filter(|i| !matches!(i.source, Source::Evaluated { .. }));
+            let slabs = if direct.count() > 1 && tile.is_some() {
+                task.slabs(SLAB_CELLS)
+            } else {
+                vec![task.clone()]
+            };
+            for slab in &slabs {
+                for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
+                    let tile = tile.as_ref();
+                    match &input.source {
+                        Source::Stored { range } => fold_stored(table, acc, &gi, slab, &start, tile, *range),
+                        Source::Program { program, range } => {
+                            let p = &self.fold.programs[*program];
+                            fold_program(table, acc, &gi, slab, &start, tile, p, *range)?
+                        }
+                        Source::Weighted {
+                            weight,
+                            value,
+                            f32_product,
+                            range,
+                        } => {
+                            let w = Weights {
+                                axis: self.fold.weights[*weight].0,
+                                values: &weights[*weight],
+                                value: *value,
+                                f32_product: *f32_product,
+                            };
+                            fold_weighted(table, acc, &gi, slab, &start, tile, w, *range)?
+                        }
+                        Source::Evaluated { .. } => {}
+                    }
+                }
+            }
+            // Evaluated inputs index their arrays by the task's cells: the whole task.
             for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
-                match &input.source {
-                    Source::Stored { range } => fold_stored(table, acc, &gi, &task, &start, tile.as_ref(), *range),
-                    Source::Program { program, range } => {
-                        let p = &self.fold.programs[*program];
-                        fold_program(table, acc, &gi, &task, &start, tile.as_ref(), p, *range)?
-                    }
-                    Source::Weighted {
-                        weight,
-                        value,
-                        f32_product,
-                        range,
-                    } => {
-                        let w = Weights {
-                            axis: self.fold.weights[*weight].0,
-                            values: &weights[*weight],
-                            value: *value,
-                            f32_product: *f32_product,
-                        };
-                        fold_weighted(table, acc, &gi, &task, &start, tile.as_ref(), w, *range)?
-                    }
-                    Source::Evaluated { value, filter } => {
-                        let value = value.map(&mut eval).transpose()?;
-                        let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
-                        let masks = Masks {
-                            rows: row_mask.as_ref(),
-                            filter: filter.as_ref(),
-                        };
-                        fold_evaluated(input, acc, &gi, &task, &start, value.as_ref(), masks)?
-                    }
+                if let Source::Evaluated { value, filter } = &input.source {
+                    let value = value.map(&mut eval).transpose()?;
+                    let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
+                    let masks = Masks {
+                        rows: row_mask.as_ref(),
+                        filter: filter.as_ref(),
+                    };
+                    fold_evaluated(input, acc, &gi, &task, &start, value.as_ref(), masks)?
                 }
             }
         }
@@ -799,39 +821,56 @@ fn fold_weighted(
         };
         let keep = Keep { missing, range };
         let t = elements::<T>(tile);
-        let m = w.value.unwrap_or(Affine::IDENTITY);
-        let product = |x: T, w_: f64| -> f64 {
-            match (w.value, w.f32_product) {
-                (None, _) => w_,
-                (Some(_), true) => (x.f32() * (w_ as f32)) as f64,
-                (Some(_), false) => m.apply(x.f()) * w_,
-            }
-        };
+        // One product per case, so the loops over elements do not branch on it.
+        let walk = WeightedWalk { gi, task, start, w, inner };
+        match (w.value, w.f32_product) {
+            (None, _) => walk.fold(acc, &t, &keep, |_: T, w_| w_),
+            (Some(_), true) => walk.fold(acc, &t, &keep, |x: T, w_| (x.f32() * (w_ as f32)) as f64),
+            (Some(m), false) => walk.fold(acc, &t, &keep, move |x: T, w_| m.apply(x.f()) * w_),
+        }
+    });
+    Ok(())
+}
+
+/// The segments of one chunk task a weighted input folds, split at each position of the
+/// weight's axis.
+#[derive(Clone, Copy)]
+struct WeightedWalk<'a> {
+    gi: &'a GroupIndex,
+    task: &'a ChunkTask,
+    start: &'a [u64],
+    w: Weights<'a>,
+    /// The weight's axis is the innermost one.
+    inner: bool,
+}
+
+impl WeightedWalk<'_> {
+    /// Fold the tile's elements `t`: `product(x, weight)` per kept element with a weight.
+    fn fold<T: Elem>(self, acc: &mut Accumulators, t: &[T], keep: &Keep<T>, product: impl Fn(T, f64) -> f64 + Copy) {
+        let (w, inner) = (self.w, self.inner);
+        let (values, valid) = (&w.values.values, &w.values.valid);
         let weight = |p: usize| valid[p].then_some(values[p]);
-        walk_segments(gi, task, start, Some(w.axis), |s| {
+        walk_segments(self.gi, self.task, self.start, Some(w.axis), |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];
             let p = s.pos as usize;
             match (s.target, inner) {
-                (Target::One(g), false) if !w.f32_product => {
-                    fold_weighted_run(acc, g, run, &keep, w.value, valid[p].then_some(values[p]))
-                }
+                (Target::One(g), false) if !w.f32_product => fold_weighted_run(acc, g, run, keep, w.value, weight(p)),
                 (Target::One(g), false) => {
                     // One weight for the run, hoisted so the loop vectorizes.
                     let w = weight(p);
-                    fold_dot(acc, g, run, &keep, product, move |_| w)
+                    fold_dot(acc, g, run, keep, product, move |_| w)
                 }
-                (Target::One(g), true) => fold_dot(acc, g, run, &keep, product, |i| weight(p + i)),
+                (Target::One(g), true) => fold_dot(acc, g, run, keep, product, |i| weight(p + i)),
                 (Target::Each { base, stride, ids }, _) => {
                     for (i, x) in run.iter().enumerate() {
                         let g = base + ids[i] as usize * stride;
                         let q = if inner { p + i } else { p };
-                        fold_dot(acc, g, std::slice::from_ref(x), &keep, product, |_| weight(q));
+                        fold_dot(acc, g, std::slice::from_ref(x), keep, product, |_| weight(q));
                     }
                 }
             }
         });
-    });
-    Ok(())
+    }
 }
 
 /// Fold a compiled expression of `v` over one chunk task, block by block: the values

@@ -664,6 +664,29 @@ multiversion! {
     }
 }
 
+/// Per lane: the count and the sum of `product(x, w)` over the elements `x` of `run` (whole
+/// lanes) that `ok` takes and whose weight `w = weight(i)` is not NULL.
+#[inline(always)]
+fn dot_lanes<T: Elem>(
+    run: &[T],
+    ok: impl Fn(T) -> bool,
+    product: &impl Fn(T, f64) -> f64,
+    weight: &impl Fn(usize) -> Option<f64>,
+) -> ([u64; L], [f64; L]) {
+    let mut n = [0u64; L];
+    let mut s = [0f64; L];
+    for (k, c) in run.chunks_exact(L).enumerate() {
+        for i in 0..L {
+            let x = c[i];
+            let w = weight(k * L + i);
+            let take = w.is_some() & ok(x);
+            n[i] += take as u64;
+            s[i] += if take { product(x, w.unwrap_or(0.0)) } else { 0.0 };
+        }
+    }
+    (n, s)
+}
+
 multiversion! {
     /// Fold `run` into group `g`, element `i` with weight `weight(i)` (`None`: NULL): Σ
     /// `product(x, w)` over the kept elements with a weight.
@@ -676,18 +699,13 @@ multiversion! {
         weight: W,
     ) where [T: Elem, P: Fn(T, f64) -> f64, W: Fn(usize) -> Option<f64>] {
         let plain = keep.missing.is_empty() && keep.range.is_none();
-        let mut n = [0u64; L];
-        let mut s = [0f64; L];
         let chunks = run.len() / L * L;
-        for k in (0..chunks).step_by(L) {
-            for i in 0..L {
-                let x = run[k + i];
-                let w = weight(k + i);
-                let ok = w.is_some() & (plain || keep.test(x));
-                n[i] += ok as u64;
-                s[i] += if ok { product(x, w.unwrap_or(0.0)) } else { 0.0 };
-            }
-        }
+        // One loop per case, so neither branches per element.
+        let (mut n, mut s) = if plain {
+            dot_lanes(&run[..chunks], |_| true, &product, &weight)
+        } else {
+            dot_lanes(&run[..chunks], |x| keep.test(x), &product, &weight)
+        };
         for (j, &x) in run.iter().enumerate().skip(chunks) {
             if let Some(w) = weight(j)
                 && keep.test(x)

@@ -30,6 +30,83 @@ impl ChunkTask {
         Runs::new(&self.tile_extent, &self.local)
     }
 
+    /// The task cut into slabs of at most `max_cells` (≥ 1) selected cells: consecutive
+    /// positions of one axis, with every axis outside it at a single position and every
+    /// axis inside it whole. The slabs share the task's tile and, in order, hold
+    /// its cells in its order; a task that fits is returned whole.
+    pub fn slabs(&self, max_cells: u64) -> Vec<ChunkTask> {
+        if self.cells <= max_cells || self.local.is_empty() {
+            return vec![self.clone()];
+        }
+        let count = |r: &[(u64, u64)]| r.iter().map(|(a, b)| b - a).sum::<u64>();
+        // The axis `d` to cut: the outermost whose inner axes together fit.
+        let mut d = self.local.len() - 1;
+        let mut per = 1u64;
+        while d > 0 {
+            match per.checked_mul(count(&self.local[d])) {
+                Some(p) if p <= max_cells => {
+                    per = p;
+                    d -= 1;
+                }
+                _ => break,
+            }
+        }
+        let take = (max_cells / per).max(1);
+        // Axis `d`'s selected ranges cut into pieces of `take` positions.
+        let mut pieces: Vec<Vec<(u64, u64)>> = vec![Vec::new()];
+        let mut room = take;
+        for &(a, b) in &self.local[d] {
+            let mut p = a;
+            while p < b {
+                if room == 0 {
+                    pieces.push(Vec::new());
+                    room = take;
+                }
+                let end = b.min(p + room);
+                pieces.last_mut().expect("one piece at least").push((p, end));
+                room -= end - p;
+                p = end;
+            }
+        }
+        // Every combination of single positions on the outer axes, times every piece.
+        let outer: Vec<Vec<(u64, u64)>> = self.local[..d]
+            .iter()
+            .map(|r| r.iter().flat_map(|&(a, b)| (a..b).map(|p| (p, p + 1))).collect())
+            .collect();
+        let mut out = Vec::new();
+        let mut at = vec![0usize; d];
+        if outer.iter().any(|o| o.is_empty()) {
+            return vec![self.clone()];
+        }
+        loop {
+            for piece in &pieces {
+                let mut local: Vec<Vec<(u64, u64)>> = (0..d).map(|e| vec![outer[e][at[e]]]).collect();
+                local.push(piece.clone());
+                local.extend(self.local[d + 1..].iter().cloned());
+                out.push(ChunkTask {
+                    linear: self.linear,
+                    coords: self.coords.clone(),
+                    cells: count(piece) * per,
+                    local,
+                    tile_extent: self.tile_extent.clone(),
+                });
+            }
+            // Next outer combination, last axis fastest.
+            let mut e = d;
+            loop {
+                if e == 0 {
+                    return out;
+                }
+                e -= 1;
+                at[e] += 1;
+                if at[e] < outer[e].len() {
+                    break;
+                }
+                at[e] = 0;
+            }
+        }
+    }
+
     /// Global start of the tile per axis.
     pub fn tile_start(&self, chunk_shape: &[u64]) -> Vec<u64> {
         self.coords.iter().zip(chunk_shape).map(|(c, s)| c * s).collect()
@@ -152,6 +229,47 @@ mod tests {
         assert_eq!(tasks.iter().map(|t| t.cells).sum::<u64>(), 10);
         // Chunks along axis 0: 0 (row 1), 1 (rows 4,5), 2 (rows 6,7); along axis 1: 0 and 1.
         assert_eq!(tasks.len(), 6);
+    }
+
+    /// The cells of `t` as tile-local coordinates, in the task's order.
+    fn cells_of(t: &ChunkTask) -> Vec<Vec<u64>> {
+        let mut out = vec![Vec::new()];
+        for axis in &t.local {
+            out = out
+                .into_iter()
+                .flat_map(|prefix| {
+                    axis.iter().flat_map(|&(a, b)| a..b).map(move |p| {
+                        let mut c = prefix.clone();
+                        c.push(p);
+                        c
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    #[test]
+    fn slabs_hold_the_task_cells_in_order_and_fit() {
+        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![4, 9, 10], vec![4, 9, 10]).unwrap();
+        let sel = vec![
+            AxisSelection::from_sorted_ranges(4, [(0, 1), (2, 4)]),
+            AxisSelection::from_sorted_ranges(9, [(0, 3), (4, 9)]),
+            AxisSelection::from_sorted_ranges(10, [(1, 8)]),
+        ];
+        let task = chunk_tasks(&rec, &sel).remove(0);
+        for max in [1, 6, 7, 20, 40, 60, 100, 1000] {
+            let slabs = task.slabs(max);
+            let joined: Vec<Vec<u64>> = slabs.iter().flat_map(cells_of).collect();
+            assert_eq!(joined, cells_of(&task), "max {max}");
+            for s in &slabs {
+                assert_eq!(s.cells as usize, cells_of(s).len());
+                assert!(s.cells <= max, "max {max}: {} cells", s.cells);
+            }
+            if max >= task.cells {
+                assert_eq!(slabs, vec![task.clone()]);
+            }
+        }
     }
 
     #[test]

@@ -332,6 +332,48 @@ async fn value_conditions_follow_arrows_float_order() {
     }
 }
 
+/// Tiles larger than a slab (16 Ki cells) with several inputs over stored values are
+/// walked slab by slab, every input per slab: same answers as DataFusion's plan, with
+/// uneven edge tiles, a fill value, weights and grouped axes of every kind.
+#[tokio::test(flavor = "multi_thread")]
+async fn several_inputs_over_large_tiles() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let shape = [5u64, 70, 300];
+    let n = shape.iter().product::<u64>() as usize;
+    let mut rng = Rng(4242);
+    let vals: Vec<f32> = (0..n)
+        .map(|i| {
+            if i % 97 == 0 {
+                -999.0
+            } else {
+                (rng.below(4000) as f32) / 100.0 - 20.0
+            }
+        })
+        .collect();
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let path = dir.path().join("large_tiles.tet");
+    let spec = DatasetSpec::new("t", DType::F32, &shape, &[2, 64, 300], &bytes)
+        .dim_names(&["time", "lat", "lon"])
+        .attr("_FillValue", "-999.0");
+    let mut w = TetWriter::new();
+    w.dataset(spec).unwrap();
+    w.write_path(&path).unwrap();
+    let f = format!("tet('{}', 't')", path.display());
+    for q in [
+        format!("SELECT count(*) FILTER (WHERE v > 5), avg(v), max(v) FROM {f}"),
+        format!("SELECT lat % 7 AS b, count(*) FILTER (WHERE v > 5), avg(v), sum(sqrt(abs(v))) FROM {f} GROUP BY 1"),
+        format!(
+            "SELECT time, sum(v * cos(radians(lat))) / sum(cos(radians(lat))), count(v), min(v) FROM {f} WHERE lat BETWEEN 3 AND 66 GROUP BY time"
+        ),
+        format!(
+            "SELECT lon % 5 AS k, avg(v - 273.15), sum(v * lon) , var_pop(v) FILTER (WHERE v < 0) FROM {f} GROUP BY 1"
+        ),
+    ] {
+        assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
+    }
+}
+
 /// Time buckets of a CF time axis fold: `date_trunc`, `extract`, `date_bin`.
 #[tokio::test(flavor = "multi_thread")]
 async fn time_buckets_of_a_cf_time_axis() {
