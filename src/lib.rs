@@ -43,7 +43,7 @@ use std::sync::Arc;
 /// the `STORED AS TET` factory and its `tet.*` table options, the aggregate pushdown rule
 /// with its merge functions, the `tet.*` session options (`SET tet.aggregate_pushdown =
 /// false` turns the pushdown off; `tet.coalesce_gap_bytes` & co. tune object store reads)
-/// and the session's [`io::SourceCache`] of opened object store files.
+/// and the session's [`io::SourceCache`] of opened files.
 pub fn register(ctx: &SessionContext) {
     ctx.add_optimizer_rule(Arc::new(sql::TetAggregatePushdown));
     install(&mut ctx.state_ref().write());

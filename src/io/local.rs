@@ -9,15 +9,52 @@ use std::path::Path;
 #[derive(Debug, Clone)]
 pub struct LocalFile {
     bytes: Bytes,
+    /// The identity of the file when it was mapped.
+    pin: LocalPin,
+}
+
+/// What identifies one version of a local file: its length, modification time and (on
+/// Unix) device and inode. A file replaced or rewritten between queries differs in one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPin {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: Option<(u64, u64)>,
+}
+
+impl LocalPin {
+    /// The pin of the file at `path` now.
+    pub fn of_path(path: &Path) -> Result<LocalPin, FormatError> {
+        Ok(Self::of(&std::fs::metadata(path)?))
+    }
+
+    fn of(m: &std::fs::Metadata) -> LocalPin {
+        #[cfg(unix)]
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            Some((m.dev(), m.ino()))
+        };
+        #[cfg(not(unix))]
+        let inode = None;
+        LocalPin {
+            len: m.len(),
+            modified: m.modified().ok(),
+            inode,
+        }
+    }
 }
 
 impl LocalFile {
     /// Map the file at `path`.
     pub fn open(path: &Path) -> Result<LocalFile, FormatError> {
         let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len();
-        if len == 0 {
-            return Ok(LocalFile { bytes: Bytes::new() });
+        let meta = file.metadata()?;
+        let pin = LocalPin::of(&meta);
+        if meta.len() == 0 {
+            return Ok(LocalFile {
+                bytes: Bytes::new(),
+                pin,
+            });
         }
         // SAFETY: the map is read-only. `.tet` files are immutable once written (spec
         // §Concurrency); a file truncated by another process while mapped is outside the
@@ -25,7 +62,13 @@ impl LocalFile {
         let map = unsafe { memmap2::Mmap::map(&file)? };
         Ok(LocalFile {
             bytes: Bytes::from_owner(map),
+            pin,
         })
+    }
+
+    /// The identity of the file when it was mapped.
+    pub fn pin(&self) -> &LocalPin {
+        &self.pin
     }
 
     /// Bytes `offset .. offset + len`, sharing the mapping.

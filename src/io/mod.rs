@@ -14,7 +14,7 @@ mod remote;
 mod source_cache;
 
 pub use fetch::{FetchOptions, coalesce, windows};
-pub use local::LocalFile;
+pub use local::{LocalFile, LocalPin};
 #[cfg(feature = "cloud")]
 pub use registry::EnvObjectStoreRegistry;
 pub use remote::{FetchCounters, OPEN_READ, RemoteFile};
@@ -114,17 +114,41 @@ impl TetSource {
         }))
     }
 
+    /// [`TetSource::open`] through `cache`: a file opened before is reused while its
+    /// length, modification time and inode are unchanged (one `stat`), and reopened
+    /// otherwise.
+    fn open_local(cache: Option<&SourceCache>, location: &str) -> Result<Arc<TetSource>, FormatError> {
+        let Some(cache) = cache else {
+            return TetSource::open(location);
+        };
+        let path = local_path(location).map_err(|e| e.in_file(location))?;
+        let key = format!("file://{}", path.display());
+        if let Some(hit) = cache.get(&key) {
+            let now = LocalPin::of_path(&path).map_err(|e| e.in_file(location))?;
+            if let Backing::Local(l) = &hit.backing
+                && *l.pin() == now
+            {
+                return Ok(hit);
+            }
+            cache.remove(&key);
+        }
+        let source = TetSource::open(location)?;
+        cache.insert(&key, source.clone());
+        Ok(source)
+    }
+
     /// Open `location`: a local path (memory-mapped), or an object store URL read by range
     /// through the store `runtime` has registered for it. With a `cache`, a URL opened
     /// before is revalidated with one HEAD request and its parsed file reused when the size
-    /// and ETag are unchanged (and dropped otherwise).
+    /// and ETag are unchanged (and dropped otherwise); a local file opened before is reused
+    /// while its length, modification time and inode are unchanged.
     pub async fn open_in(
         runtime: &RuntimeEnv,
         cache: Option<&SourceCache>,
         location: &str,
     ) -> Result<Arc<TetSource>, FormatError> {
         let Some(url) = remote_url(location)? else {
-            return TetSource::open(location);
+            return TetSource::open_local(cache, location);
         };
         let store = runtime.object_store_registry.get_store(&url).map_err(|e| {
             FormatError::invalid(

@@ -1,12 +1,15 @@
-//! The per-session cache of opened object store files.
+//! The per-session cache of opened files.
 
 use super::TetSource;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Opened remote files by URL, so repeated queries reuse the parsed file (and the
-/// metadata bytes already fetched). An entry is only used after a HEAD request confirms
-/// the object still has the size and ETag it was opened with; otherwise it is dropped.
+/// Opened files by URL (`file://` + absolute path for local ones), so repeated queries
+/// reuse the parsed file, its mapping and the metadata bytes already fetched. A remote
+/// entry is only used after a HEAD request confirms the object still has the size and
+/// ETag it was opened with, a local one after a `stat` confirms its length, modification
+/// time and inode ([`LocalPin`](super::LocalPin)); otherwise it is dropped and the file
+/// reopened. The cache is not bounded yet: it holds every file a session opened.
 ///
 /// [`crate::register`] installs one per session as a `SessionConfig` extension.
 #[derive(Debug, Default)]

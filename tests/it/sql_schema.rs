@@ -122,3 +122,39 @@ async fn count_and_axis_bounds_need_no_payload() {
     assert!(got.iter().all(|r| r[1] == Val::Int(6)));
     assert_eq!(m.get("chunks_read").copied().unwrap_or(0), 0, "{m:?}");
 }
+
+/// A local file opened by a session is reused by the next query (one `stat`, no new map
+/// or parse) while its length, modification time and inode hold; a file replaced at the
+/// same path is reopened, so the next query sees the new data.
+#[tokio::test(flavor = "multi_thread")]
+async fn local_files_are_reused_until_replaced() {
+    use datafusion_tet::io::{SourceCache, TetSource};
+    use std::sync::Arc;
+    let dir = tempdir();
+    let write_at = |path: &std::path::Path, k: f32| {
+        let v: Vec<u8> = (0..6).flat_map(|i| (i as f32 * k).to_le_bytes()).collect();
+        let mut w = TetWriter::new();
+        w.dataset(DatasetSpec::new("a", DType::F32, &[6], &[6], &v)).unwrap();
+        // Written beside, then renamed over: a new inode, as tools replace files.
+        let tmp = path.with_extension("tmp");
+        w.write_path(&tmp).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    };
+    let path = dir.path().join("replaced.tet");
+    write_at(&path, 1.0);
+    let p = path.display().to_string();
+    let cache = SourceCache::default();
+    let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
+    let first = TetSource::open_in(&runtime, Some(&cache), &p).await.unwrap();
+    let again = TetSource::open_in(&runtime, Some(&cache), &p).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "the second open reuses the first");
+    write_at(&path, 2.0);
+    let after = TetSource::open_in(&runtime, Some(&cache), &p).await.unwrap();
+    assert!(!Arc::ptr_eq(&first, &after), "a replaced file is reopened");
+    // Through SQL in one session: the answer follows the file.
+    let c = ctx();
+    let q = format!("SELECT sum(v) FROM tet('{p}')");
+    assert_eq!(rows(&c, &q).await, vec![vec![Val::Float(30.0)]]);
+    write_at(&path, 3.0);
+    assert_eq!(rows(&c, &q).await, vec![vec![Val::Float(45.0)]]);
+}
