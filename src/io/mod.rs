@@ -114,10 +114,11 @@ impl TetSource {
         }))
     }
 
-    /// [`TetSource::open`] through `cache`: a file opened before is reused while its
+    /// [`TetSource::open`] through `cache` (synchronous: a local file needs no network): a
+    /// file opened before is reused while its
     /// length, modification time and inode are unchanged (one `stat`), and reopened
     /// otherwise.
-    fn open_local(cache: Option<&SourceCache>, location: &str) -> Result<Arc<TetSource>, FormatError> {
+    pub fn open_local(cache: Option<&SourceCache>, location: &str) -> Result<Arc<TetSource>, FormatError> {
         let Some(cache) = cache else {
             return TetSource::open(location);
         };

@@ -2,7 +2,7 @@
 
 use super::table::{TetTableProvider, block_on, open_source};
 use crate::format::Codec;
-use crate::io::TetSource;
+use crate::io::{SourceCache, TetSource};
 use arrow::array::{
     ArrayRef, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt64Array, UInt64Builder,
 };
@@ -38,11 +38,12 @@ fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) 
         .collect()
 }
 
-/// Open `location` in `session`: local files directly, object store URLs by waiting on
-/// the session's store.
+/// Open `location` in `session`, through its [`SourceCache`] when it has one: local
+/// files directly, object store URLs by waiting on the session's store.
 fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<TetSource>> {
     if crate::io::remote_url(location)?.is_none() {
-        return TetSource::open(location).map_err(DataFusionError::from);
+        let cache = session.config().get_extension::<SourceCache>();
+        return TetSource::open_local(cache.as_deref(), location).map_err(DataFusionError::from);
     }
     block_on(function, open_source(session, location))
 }
@@ -55,10 +56,11 @@ impl TableFunctionImpl for TetFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet", "(path [, dataset])", args.exprs(), 1, 2)?;
         let dataset = a.get(1).map(String::as_str);
-        if crate::io::remote_url(&a[0])?.is_none() {
-            return Ok(Arc::new(TetTableProvider::try_new(&a[0], dataset)?));
-        }
         let session = args.session();
+        if crate::io::remote_url(&a[0])?.is_none() {
+            let source = open(session, "tet()", &a[0])?;
+            return Ok(Arc::new(TetTableProvider::from_source(source, dataset)?));
+        }
         Ok(Arc::new(block_on(
             "tet()",
             TetTableProvider::open(session, &a[0], dataset),
