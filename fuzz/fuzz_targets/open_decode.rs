@@ -11,9 +11,9 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(file) = format::TetFile::open(data) {
         for ds in &file.datasets {
-            // Chunk-by-chunk decode (bounded by each validated raw_byte_len).
+            // Chunk-by-chunk decode, tiles of at most 16 MiB (a zstd row may claim more).
             for linear in 0..ds.record.chunk_count {
-                let _ = file.read_chunk(data, ds, linear);
+                let _ = file.read_chunk(data, ds, linear, 1 << 24);
             }
             let _ = file.read_all(data, ds, 1 << 24);
         }

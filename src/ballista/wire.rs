@@ -15,8 +15,8 @@
 use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
 use crate::io::{SourceVersion, TetSource, remote_url};
 use crate::plan::{
-    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, PruningCounts, TableModel,
-    tasks_by_id,
+    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, Limits, PruningCounts,
+    TableModel, tasks_by_id,
 };
 use crate::sql::{MetadataKind, TetConfig, TetMetadataTable, TetPartialAggregate, TetTableProvider, merge_functions};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 4;
+pub const WIRE_VERSION: u32 = 5;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -92,6 +92,14 @@ pub struct FileRef {
     /// The table's `tet.nan_is_null` (every NaN NULL), as the planning session set it.
     #[prost(bool, tag = "5")]
     pub nan_is_null: bool,
+    /// The table's limits (`tet.max_tile_bytes`, `tet.max_dataset_cells`,
+    /// `tet.max_axis_positions`), as the planning session set them.
+    #[prost(uint64, tag = "6")]
+    pub max_tile_bytes: u64,
+    #[prost(uint64, tag = "7")]
+    pub max_dataset_cells: u64,
+    #[prost(uint64, tag = "8")]
+    pub max_axis_positions: u64,
 }
 
 /// `tet_datasets()` (no `chunks`) or `tet_chunks()` (`chunks`, of `dataset` or of all).
@@ -251,6 +259,9 @@ fn file_ref(table: &TableModel) -> FileRef {
     let mut f = source_ref(&table.source);
     f.dataset = table.dataset().name().to_owned();
     f.nan_is_null = table.nan_is_null;
+    f.max_tile_bytes = table.limits.max_tile_bytes;
+    f.max_dataset_cells = table.limits.max_dataset_cells;
+    f.max_axis_positions = table.limits.max_axis_positions;
     f
 }
 
@@ -261,7 +272,7 @@ fn source_ref(source: &TetSource) -> FileRef {
         dataset: String::new(),
         len: v.len,
         e_tag: v.e_tag,
-        nan_is_null: false,
+        ..FileRef::default()
     }
 }
 
@@ -291,7 +302,12 @@ fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> 
     } else {
         TableModel::from_source(source, Some(&f.dataset))?
     });
-    Ok(table.with_nan_is_null(f.nan_is_null))
+    let limits = Limits {
+        max_tile_bytes: f.max_tile_bytes,
+        max_dataset_cells: f.max_dataset_cells,
+        max_axis_positions: f.max_axis_positions,
+    };
+    Ok(table.with_nan_is_null(f.nan_is_null).with_limits(limits))
 }
 
 fn expr_node(e: &Expr) -> Result<LogicalExprNode> {

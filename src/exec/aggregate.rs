@@ -538,12 +538,13 @@ impl FoldJob {
                 .inputs
                 .iter()
                 .filter(|i| !matches!(i.source, Source::Evaluated { .. }));
-            let slabs = if direct.count() > 1 && tile.is_some() {
-                task.slabs(SLAB_CELLS)
+            let slab_cells = if direct.count() > 1 && tile.is_some() {
+                SLAB_CELLS
             } else {
-                vec![task.clone()]
+                u64::MAX
             };
-            for slab in &slabs {
+            for slab in task.slabs(slab_cells) {
+                let slab = &slab;
                 for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
                     let tile = tile.as_ref();
                     match &input.source {
@@ -784,7 +785,7 @@ fn fold_weighted(
             return internal_err!("TetAggregateExec: a weighted input of v without its tile");
         }
         walk_segments(gi, task, start, Some(w.axis), |s| {
-            let p = s.pos as usize;
+            let p = (s.pos - w.values.first) as usize;
             if let (Target::One(g), false) = (s.target, inner) {
                 acc.cells[g] += s.len as u64;
                 if valid[p] {
@@ -852,7 +853,7 @@ impl WeightedWalk<'_> {
         let weight = |p: usize| valid[p].then_some(values[p]);
         walk_segments(self.gi, self.task, self.start, Some(w.axis), |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];
-            let p = s.pos as usize;
+            let p = (s.pos - w.values.first) as usize;
             match (s.target, inner) {
                 (Target::One(g), false) if !w.f32_product => fold_weighted_run(acc, g, run, keep, w.value, weight(p)),
                 (Target::One(g), false) => {

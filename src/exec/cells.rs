@@ -30,7 +30,8 @@ pub fn axis_positions(task: &ChunkTask, tile_start: &[u64], d: usize, limit: usi
 
 /// The value column for the selected cells of a decoded tile (`tile` = the tile's raw
 /// little-endian bytes of `dtype`): cells `missing` marks are NULL, and a packed dataset's
-/// values are unpacked to Float64.
+/// values are unpacked to Float64. Cells that are one contiguous stretch of the tile
+/// share its buffer.
 pub fn value_array(
     dtype: DType,
     tile: Buffer,
@@ -39,8 +40,12 @@ pub fn value_array(
     packing: Option<Packing>,
 ) -> ArrayRef {
     let size = dtype.size();
+    let mut runs = task.runs().merged();
     let bytes = if task.is_full() {
         tile
+    } else if let (Some((off, len)), None) = (runs.next(), runs.next()) {
+        // One contiguous stretch of the tile: shared, not copied.
+        tile.slice_with_length(off as usize * size, len as usize * size)
     } else {
         let mut out = Vec::with_capacity(task.cells as usize * size);
         let src = tile.as_slice();

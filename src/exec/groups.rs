@@ -22,9 +22,11 @@ const MIN_RUN: usize = 16;
 /// Dense group indexing over the grouped axes.
 #[derive(Debug)]
 pub struct GroupIndex {
-    /// Per axis: the tuple id of each position (u32::MAX where not selected); `None`
-    /// when the axis is not grouped.
+    /// Per axis: the tuple id of each position from the first selected one (u32::MAX
+    /// where not selected); `None` when the axis is not grouped.
     ids: Vec<Option<Vec<u32>>>,
+    /// Per axis: the first selected position (where `ids` starts).
+    first: Vec<u64>,
     /// Per axis: stride of its id in the group index (0 when not grouped).
     stride: Vec<usize>,
     /// Per axis: number of distinct tuples (1 when not grouped).
@@ -38,16 +40,19 @@ pub struct GroupIndex {
 }
 
 impl GroupIndex {
-    /// Evaluate the keys of `aggregation` over the positions `selection` keeps.
+    /// Evaluate the keys of `aggregation` over the positions `selection` keeps. The
+    /// positions from the first to the last selected one of a grouped axis count against
+    /// `tet.max_axis_positions`.
     pub fn new(table: &TableModel, aggregation: &Aggregation, selection: &[AxisSelection]) -> Result<GroupIndex> {
         let n = selection.len();
         let mut ids = vec![None; n];
+        let mut firsts = vec![0u64; n];
         let mut stride = vec![0usize; n];
         let mut tuples = vec![1usize; n];
         let mut keys: Vec<Option<ArrayRef>> = vec![None; aggregation.groups.len()];
         let mut s = 1usize;
         for d in aggregation.grouped_axes().into_iter().rev() {
-            let axis = &table.axes[d];
+            let (lo, span) = span_of(table, d, &selection[d], "a group key")?;
             let pos: Vec<u64> = selection[d].positions().collect();
             let batch = axis_batch(table, d, &pos)?;
             let mine: Vec<usize> = (0..aggregation.groups.len())
@@ -88,13 +93,12 @@ impl GroupIndex {
             for (c, &k) in columns.iter().zip(&mine) {
                 keys[k] = Some(arrow::compute::take(c, &take, None)?);
             }
-            let extent = usize::try_from(axis.extent)
-                .map_err(|_| internal_datafusion_err!("axis {} is too long to group by", axis.name))?;
-            let mut map = vec![u32::MAX; extent];
+            let mut map = vec![u32::MAX; span];
             for (&p, &r) in pos.iter().zip(&rank) {
-                map[p as usize] = r;
+                map[(p - lo) as usize] = r;
             }
             ids[d] = Some(map);
+            firsts[d] = lo;
             stride[d] = s;
             tuples[d] = first.len().max(1);
             s = s.saturating_mul(tuples[d]);
@@ -106,6 +110,7 @@ impl GroupIndex {
             .product::<usize>();
         Ok(GroupIndex {
             ids,
+            first: firsts,
             stride,
             tuples,
             keys: keys
@@ -121,7 +126,7 @@ impl GroupIndex {
     #[inline]
     fn offset(&self, d: usize, pos: u64) -> usize {
         match &self.ids[d] {
-            Some(m) => m[pos as usize] as usize * self.stride[d],
+            Some(m) => m[(pos - self.first[d]) as usize] as usize * self.stride[d],
             None => 0,
         }
     }
@@ -157,8 +162,9 @@ fn evaluate_on(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
 /// An expression of one axis (a weight) evaluated once per selected position.
 #[derive(Debug)]
 pub struct AxisValues {
-    /// Per position of the axis (by global position): the value (0 where NULL or not
-    /// selected).
+    /// The first selected position: `values` and `valid` start there.
+    pub first: u64,
+    /// Per position of the axis from `first`: the value (0 where NULL or not selected).
     pub values: Vec<f64>,
     /// Whether the value at the position is not NULL (false where not selected).
     pub valid: Vec<bool>,
@@ -166,22 +172,37 @@ pub struct AxisValues {
 
 impl AxisValues {
     /// Expression `e` (Float64, of axis `d` alone) at the positions `selection` keeps.
+    /// The positions from the first to the last selected one count against
+    /// `tet.max_axis_positions`.
     pub fn new(table: &TableModel, d: usize, e: &Expr, selection: &AxisSelection) -> Result<Self> {
+        let (first, span) = span_of(table, d, selection, "a weight")?;
         let pos: Vec<u64> = selection.positions().collect();
         let batch = axis_batch(table, d, &pos)?;
         let out = arrow::compute::cast(&evaluate_on(e, &batch)?, &DataType::Float64)?;
         let out = out.as_primitive::<Float64Type>();
-        let extent = usize::try_from(table.axes[d].extent)
-            .map_err(|_| internal_datafusion_err!("axis {} is too long to weight", table.axes[d].name))?;
-        let (mut values, mut valid) = (vec![0.0; extent], vec![false; extent]);
+        let (mut values, mut valid) = (vec![0.0; span], vec![false; span]);
         for (i, &p) in pos.iter().enumerate() {
             if out.is_valid(i) {
-                values[p as usize] = out.value(i);
-                valid[p as usize] = true;
+                values[(p - first) as usize] = out.value(i);
+                valid[(p - first) as usize] = true;
             }
         }
-        Ok(AxisValues { values, valid })
+        Ok(AxisValues { first, values, valid })
     }
+}
+
+/// The first selected position of axis `d` and the number of positions from it to the
+/// last selected one, checked against the session's `tet.max_axis_positions` before
+/// anything is evaluated or allocated per position (for `why`, e.g. "a group key").
+fn span_of(table: &TableModel, d: usize, selection: &AxisSelection, why: &str) -> Result<(u64, usize)> {
+    let Some((lo, hi)) = selection.bounds() else {
+        return Ok((0, 0));
+    };
+    let span = hi - lo + 1;
+    let name = &table.axes[d].name;
+    table.limits.check_axis(&table.source.location, name, why, span)?;
+    let span = usize::try_from(span).map_err(|_| internal_datafusion_err!("axis {name} is too long"))?;
+    Ok((lo, span))
 }
 
 /// Where a segment's cells go.
@@ -232,7 +253,7 @@ pub fn walk_segments<'a>(
         while let Some(r) = runs.next() {
             let base: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
             let at = |i: usize| position(runs.outer(), r.first, i);
-            let p0 = (start[last] + r.first) as usize;
+            let p0 = (start[last] + r.first - gi.first[last]) as usize;
             let ids = &ids[p0..p0 + r.len as usize];
             let (off, len) = (r.offset as usize, r.len as usize);
             // Stretches of equal ids: long ones as runs, the rest element-wise.

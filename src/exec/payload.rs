@@ -98,9 +98,12 @@ pub(crate) fn payload_stream(
 
 /// The decoded tile of `task` from its stored bytes: the stored buffer itself when the
 /// chunk is raw (zero-copy over the mmap), a new buffer when it is compressed.
+/// The access plan refused tiles above the session's `tet.max_tile_bytes`; the decoder
+/// holds to the same limit.
 pub(crate) fn decode_tile(table: &TableModel, task: &ChunkTask, stored: Bytes) -> Result<Buffer> {
     let (row, entry) = table.source.file.chunk(table.dataset(), task.linear);
-    let decoded = match codec::decode(row, entry, &stored).map_err(|e| e.in_file(&table.source.location))? {
+    let max = table.limits.max_tile_bytes;
+    let decoded = match codec::decode(row, entry, &stored, max).map_err(|e| e.in_file(&table.source.location))? {
         Cow::Borrowed(_) => None,
         Cow::Owned(v) => Some(v),
     };

@@ -3,18 +3,21 @@
 //! Each output partition walks its own list of chunk tasks (chunk-aligned, balanced by
 //! bytes at plan time). Per chunk: the stored span is taken from the source (a zero-copy
 //! slice of the mmap for local files), zstd chunks are decoded, the selected sub-box
-//! becomes the value column (the whole tile is shared with Arrow when fully selected and
-//! raw), and axis columns are computed from positions. Batches hold at most `batch_size`
-//! rows; a pushed limit stops each partition early. When `v` is not projected no payload
-//! is touched.
+//! is cut into slabs of at most `batch_size` cells ([`ChunkTask::slabs`]), and each slab,
+//! when asked for, becomes one batch: the value column (a slice of the tile, shared with
+//! Arrow, when the slab is contiguous and the chunk raw) and axis columns computed from
+//! positions. Work and memory follow the rows pulled: a `LIMIT 1` makes one batch of a
+//! tile of any size. A pushed limit stops each partition early. When `v` is not projected
+//! no payload is touched.
 
 use super::ChunkFeed;
 use super::cells::{axis_positions, value_array};
 use super::metrics::ScanMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
 use crate::io::FetchOptions;
-use crate::plan::{ChunkTask, TableModel};
+use crate::plan::{ChunkTask, Slabs, TableModel};
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -209,7 +212,7 @@ impl ExecutionPlan for TetScanExec {
             schema: self.schema.clone(),
             batch_size: context.session_config().batch_size().max(1),
             remaining: self.limit.unwrap_or(usize::MAX),
-            pending: std::collections::VecDeque::new(),
+            current: None,
             metrics,
             failed: false,
         };
@@ -244,7 +247,8 @@ struct PartitionReader {
     schema: SchemaRef,
     batch_size: usize,
     remaining: usize,
-    pending: std::collections::VecDeque<RecordBatch>,
+    /// The chunk being emitted: its slabs still to come, decoded tile and global start.
+    current: Option<(Slabs, Option<Buffer>, Vec<u64>)>,
     metrics: ScanMetrics,
     failed: bool,
 }
@@ -257,61 +261,99 @@ impl PartitionReader {
             if self.failed || self.remaining == 0 {
                 return None;
             }
-            if let Some(b) = self.pending.pop_front() {
-                let b = if b.num_rows() > self.remaining {
-                    b.slice(0, self.remaining)
-                } else {
-                    b
+            if let Some((slabs, tile, tile_start)) = &mut self.current {
+                let Some(slab) = slabs.next() else {
+                    self.current = None;
+                    continue;
                 };
-                self.remaining -= b.num_rows();
-                self.metrics.rows_emitted.add(b.num_rows());
-                self.metrics.baseline.record_output(b.num_rows());
-                return Some(Ok(b));
+                let elapsed = self.metrics.baseline.elapsed_compute().clone();
+                let _timer = elapsed.timer();
+                let rows = usize::try_from(slab.cells).unwrap_or(usize::MAX).min(self.remaining);
+                if rows == 0 {
+                    continue;
+                }
+                let batch = batch_of(
+                    &self.table,
+                    &self.projection,
+                    &self.schema,
+                    &slab,
+                    tile,
+                    tile_start,
+                    rows,
+                );
+                if batch.is_err() {
+                    self.failed = true;
+                }
+                self.remaining -= rows;
+                self.metrics.rows_emitted.add(rows);
+                self.metrics.baseline.record_output(rows);
+                return Some(batch);
             }
             let next = payloads.next().await?;
             let elapsed = self.metrics.baseline.elapsed_compute().clone();
             let _timer = elapsed.timer();
-            if let Err(e) = next.and_then(|(task, stored)| self.read_chunk(&task, stored)) {
-                self.failed = true;
-                return Some(Err(e));
+            match next.and_then(|(task, stored)| self.open_chunk(task, stored)) {
+                Ok(current) => self.current = Some(current),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
             }
         }
     }
 
-    fn read_chunk(&mut self, task: &ChunkTask, stored: Option<Bytes>) -> Result<()> {
+    /// Decode `task`'s tile when `v` is projected, and cut the task into slabs of at most
+    /// a batch.
+    fn open_chunk(&mut self, task: ChunkTask, stored: Option<Bytes>) -> Result<(Slabs, Option<Buffer>, Vec<u64>)> {
         let table = &self.table;
-        let ds = table.dataset();
-        // Only as many cells as the limit still needs are materialised.
-        let rows = usize::try_from(task.cells).unwrap_or(usize::MAX).min(self.remaining);
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.projection.len());
-        let tile_start = task.tile_start(&ds.record.chunk_shape);
-        for &c in &self.projection {
-            if c < table.value_index() {
-                let pos = axis_positions(task, &tile_start, c, rows);
-                columns.push(table.axes[c].take(&pos)?);
-            } else {
-                let Some(stored) = stored.clone() else {
-                    return internal_err!("TetScanExec: no payload fetched for chunk {}", task.linear);
-                };
-                self.metrics.read.chunk(stored.len() as u64);
-                let _timer = self.metrics.decode_time.timer();
-                let tile = decode_tile(table, task, stored)?;
-                let v = value_array(ds.dtype(), tile, task, &table.missing, table.packing);
-                columns.push(v.slice(0, rows));
-            }
-        }
-        let mut offset = 0;
-        while offset < rows {
-            let len = self.batch_size.min(rows - offset);
-            let cols = columns.iter().map(|c| c.slice(offset, len)).collect();
-            let batch = RecordBatch::try_new_with_options(
-                self.schema.clone(),
-                cols,
-                &RecordBatchOptions::new().with_row_count(Some(len)),
-            )?;
-            self.pending.push_back(batch);
-            offset += len;
-        }
-        Ok(())
+        let tile = if self.projection.contains(&table.value_index()) {
+            let Some(stored) = stored else {
+                return internal_err!("TetScanExec: no payload fetched for chunk {}", task.linear);
+            };
+            self.metrics.read.chunk(stored.len() as u64);
+            let _timer = self.metrics.decode_time.timer();
+            Some(decode_tile(table, &task, stored)?)
+        } else {
+            None
+        };
+        let tile_start = task.tile_start(&table.dataset().record.chunk_shape);
+        Ok((task.slabs(self.batch_size as u64), tile, tile_start))
     }
+}
+
+/// The first `rows` cells of `slab` as a batch of `schema` (the columns `projection` of
+/// `table`); `tile` is the decoded tile when `v` is projected.
+fn batch_of(
+    table: &TableModel,
+    projection: &[usize],
+    schema: &SchemaRef,
+    slab: &ChunkTask,
+    tile: &Option<Buffer>,
+    tile_start: &[u64],
+    rows: usize,
+) -> Result<RecordBatch> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(projection.len());
+    for &c in projection {
+        if c < table.value_index() {
+            let pos = axis_positions(slab, tile_start, c, rows);
+            columns.push(table.axes[c].take(&pos)?);
+        } else {
+            let Some(tile) = tile else {
+                return internal_err!("TetScanExec: no tile decoded for chunk {}", slab.linear);
+            };
+            let v = value_array(
+                table.dataset().dtype(),
+                tile.clone(),
+                slab,
+                &table.missing,
+                table.packing,
+            );
+            columns.push(v.slice(0, rows));
+        }
+    }
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }

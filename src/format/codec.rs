@@ -5,30 +5,31 @@ use super::error::{FormatError, Result};
 use super::index::{ChunkEntry, Codec};
 use std::borrow::Cow;
 
-/// Decode the zstd frame of chunk index row `row` into `out`, which must be exactly
-/// `entry.raw_byte_len` bytes. A frame that yields more or fewer bytes is an error; the
-/// output never grows beyond `out`.
-fn zstd_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut [u8]) -> Result<()> {
-    if stored.len() as u64 != entry.stored_byte_len || out.len() as u64 != entry.raw_byte_len {
+/// Decode the zstd frame of chunk index row `row` into `out`, an empty buffer with room
+/// for `entry.raw_byte_len` bytes. A frame that yields more or fewer bytes is an error; the
+/// output never grows beyond that room (and is never zero-filled first).
+fn zstd_into(row: usize, entry: &ChunkEntry, stored: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let room = out.capacity() as u64;
+    if stored.len() as u64 != entry.stored_byte_len || !out.is_empty() || room < entry.raw_byte_len {
         return Err(FormatError::Decode {
             row,
             problem: format!(
-                "got {} stored bytes and a {}-byte output for stored_byte_len {} / raw_byte_len {}",
+                "got {} stored bytes and room for {room} bytes for stored_byte_len {} / raw_byte_len {}",
                 stored.len(),
-                out.len(),
                 entry.stored_byte_len,
                 entry.raw_byte_len
             ),
         });
     }
-    let n = zstd::bulk::decompress_to_buffer(stored, out).map_err(|e| FormatError::Decode {
+    let decoded = zstd::bulk::Decompressor::new().and_then(|mut d| d.decompress_to_buffer(stored, out));
+    let n = decoded.map_err(|e| FormatError::Decode {
         row,
         problem: format!(
             "zstd frame at payload offset {} ({} bytes) does not decode to {} bytes: {e}",
             entry.payload_offset, entry.stored_byte_len, entry.raw_byte_len
         ),
     })?;
-    if n != out.len() {
+    if n as u64 != entry.raw_byte_len {
         return Err(FormatError::Decode {
             row,
             problem: format!(
@@ -68,9 +69,11 @@ fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
 /// Decode the stored bytes of chunk index row `row`: the one decode entry point.
 ///
 /// Raw chunks are borrowed as they are (after checking their length); zstd chunks are
-/// checked with [`precheck`] before a buffer of `raw_byte_len` bytes is allocated, then
-/// decoded into it with [`zstd_into`].
-pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8]) -> Result<Cow<'a, [u8]>> {
+/// refused when `raw_byte_len` is above `max_decoded` (nothing is allocated from a claim
+/// above the caller's limit), checked with [`precheck`] before a buffer of
+/// `raw_byte_len` bytes is allocated, then decoded into it with [`zstd_into`], which
+/// never writes past that buffer.
+pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8], max_decoded: u64) -> Result<Cow<'a, [u8]>> {
     match entry.codec {
         Codec::Raw => {
             if stored.len() as u64 != entry.raw_byte_len || stored.len() as u64 != entry.stored_byte_len {
@@ -87,9 +90,23 @@ pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8]) -> Result<Co
             Ok(Cow::Borrowed(stored))
         }
         Codec::Zstd => {
-            // raw_byte_len was validated against the tile geometry at open time.
+            // raw_byte_len was validated against the tile geometry at open time; it may
+            // still claim more than the caller will hold.
+            let len = usize::try_from(entry.raw_byte_len)
+                .ok()
+                .filter(|_| entry.raw_byte_len <= max_decoded)
+                .ok_or(FormatError::TooLarge {
+                    region: format!("chunk index row {row}"),
+                    what: "decoded tile",
+                    size: entry.raw_byte_len,
+                    limit: max_decoded,
+                })?;
             precheck(row, entry, stored)?;
-            let mut out = vec![0u8; entry.raw_byte_len as usize];
+            let mut out = Vec::new();
+            out.try_reserve_exact(len).map_err(|e| FormatError::Decode {
+                row,
+                problem: format!("no memory for a decoded tile of {len} bytes: {e}"),
+            })?;
             zstd_into(row, entry, stored, &mut out)?;
             Ok(Cow::Owned(out))
         }
@@ -117,26 +134,45 @@ mod tests {
     }
 
     #[test]
+    fn claims_above_the_limit_allocate_nothing() {
+        let raw = vec![5u8; 4096];
+        let z = zstd_compress(&raw, 3).unwrap();
+        let e = entry(Codec::Zstd, raw.len() as u64, z.len() as u64);
+        assert_eq!(decode(0, &e, &z, 4096).unwrap().as_ref(), raw.as_slice());
+        let err = decode(2, &e, &z, 4095).unwrap_err().to_string();
+        assert!(
+            err.contains("chunk index row 2") && err.contains("4096") && err.contains("4095"),
+            "{err}"
+        );
+        // Without a limit, a claim of 2^62 bytes that the frame header contradicts is
+        // refused before the buffer is allocated.
+        let huge = entry(Codec::Zstd, 1 << 62, z.len() as u64);
+        assert!(matches!(
+            decode(0, &huge, &z, u64::MAX),
+            Err(FormatError::Decode { .. })
+        ));
+    }
+
+    #[test]
     fn zstd_round_trip_and_length_mismatch() {
         let raw: Vec<u8> = (0..4096u32).flat_map(|i| (i % 7).to_le_bytes()).collect();
         let z = zstd_compress(&raw, 3).unwrap();
-        let mut out = vec![0u8; raw.len()];
+        let room = |n: usize| Vec::with_capacity(n);
+        let mut out = room(raw.len());
         zstd_into(0, &entry(Codec::Zstd, raw.len() as u64, z.len() as u64), &z, &mut out).unwrap();
         assert_eq!(out, raw);
         // The frame holds more bytes than the row claims: refused without growing the buffer.
-        let mut small = vec![0u8; raw.len() - 4];
-        let e = zstd_into(
-            3,
-            &entry(Codec::Zstd, small.len() as u64, z.len() as u64),
-            &z,
-            &mut small,
-        );
+        let mut small = room(raw.len() - 4);
+        let cap = small.capacity();
+        let e = zstd_into(3, &entry(Codec::Zstd, cap as u64, z.len() as u64), &z, &mut small);
         assert!(e.unwrap_err().to_string().contains("chunk index row 3"));
+        assert_eq!(small.capacity(), cap);
         // And fewer.
-        let mut big = vec![0u8; raw.len() + 4];
-        assert!(zstd_into(0, &entry(Codec::Zstd, big.len() as u64, z.len() as u64), &z, &mut big).is_err());
+        let mut big = room(raw.len() + 4);
+        let claim = big.capacity() as u64;
+        assert!(zstd_into(0, &entry(Codec::Zstd, claim, z.len() as u64), &z, &mut big).is_err());
         // Garbage.
         let garbage = vec![0xAAu8; 64];
-        assert!(zstd_into(0, &entry(Codec::Zstd, 16, 64), &garbage, &mut [0u8; 16]).is_err());
+        assert!(zstd_into(0, &entry(Codec::Zstd, 16, 64), &garbage, &mut room(16)).is_err());
     }
 }

@@ -44,6 +44,14 @@ pub enum FormatError {
     /// Arithmetic on file-provided sizes overflowed.
     #[error("{region}: {what} overflows 64-bit arithmetic")]
     Overflow { region: String, what: String },
+    /// A size the file claims is above a limit the caller set (see `TetFile::read_box`).
+    #[error("{region}: {what} of {size} bytes is above the limit of {limit} bytes")]
+    TooLarge {
+        region: String,
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
     /// A chunk payload failed to decode.
     #[error("chunk index row {row}: {problem}")]
     Decode { row: usize, problem: String },

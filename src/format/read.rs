@@ -8,15 +8,31 @@ use super::file::{Dataset, TetFile};
 use super::hyperslab::{Runs, box_ranges, odometer_next};
 
 impl TetFile {
-    /// Decode chunk `linear` (row-major chunk order) of `ds` into a fresh buffer.
-    pub fn read_chunk<R: ReadAt + ?Sized>(&self, src: &R, ds: &Dataset, linear: u64) -> Result<Vec<u8>> {
+    /// Decode chunk `linear` (row-major chunk order) of `ds` into a fresh buffer, refusing
+    /// a tile of more than `max_bytes`.
+    pub fn read_chunk<R: ReadAt + ?Sized>(
+        &self,
+        src: &R,
+        ds: &Dataset,
+        linear: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>> {
         let (row, e) = self.chunk(ds, linear);
+        if e.raw_byte_len > max_bytes {
+            return Err(FormatError::TooLarge {
+                region: format!("chunk index row {row}"),
+                what: "decoded tile",
+                size: e.raw_byte_len,
+                limit: max_bytes,
+            });
+        }
         let stored = read_region(src, "chunk payload", e.payload_offset, e.stored_byte_len)?;
-        Ok(codec::decode(row, e, &stored)?.into_owned())
+        Ok(codec::decode(row, e, &stored, max_bytes)?.into_owned())
     }
 
     /// Read the box `start .. start + extent` of `ds` as a dense row-major buffer.
-    /// Refuses boxes larger than `max_bytes`.
+    /// Refuses boxes larger than `max_bytes`, and boxes that touch a tile larger than
+    /// `max_bytes`.
     pub fn read_box<R: ReadAt + ?Sized>(
         &self,
         src: &R,
@@ -59,7 +75,7 @@ impl TetFile {
         loop {
             let c: Vec<u64> = (0..n).map(|d| lo[d] + ci[d] as u64).collect();
             let linear = rec.linear_chunk_id(&c);
-            let tile = self.read_chunk(src, ds, linear)?;
+            let tile = self.read_chunk(src, ds, linear, max_bytes)?;
             let (tstart, textent) = rec.tile_box(&c);
             // Intersection of the tile with the box, in global coordinates.
             let istart: Vec<u64> = (0..n).map(|d| tstart[d].max(start[d])).collect();

@@ -11,6 +11,7 @@ use super::selection::AxisSelection;
 use super::table::TableModel;
 use super::tasks::{ChunkTask, chunk_tasks};
 use super::zone_filter::ZonePruning;
+use crate::format::Codec;
 use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::Expr;
@@ -66,6 +67,9 @@ impl AccessPlan {
     /// chunks they touch to tasks, then zone maps against the value filters.
     pub fn build(table: &TableModel, session: &dyn Session, filters: &[Expr]) -> Result<AccessPlan> {
         let ds = table.dataset();
+        table
+            .limits
+            .check_cells(&table.source.location, ds.name(), ds.shape(), ds.record.cell_count)?;
         let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
         let mut value_filters = Vec::new();
         for f in filters {
@@ -88,6 +92,21 @@ impl AccessPlan {
             tasks.retain(|_| k.next().unwrap_or(true));
         }
         let file = &table.source.file;
+        // Tiles a read would hold in memory (decoded zstd chunks; any chunk fetched from an
+        // object store) are checked against the limit here, once, before any is read:
+        // their size is only the file's claim.
+        let remote = table.source.is_remote();
+        for t in &tasks {
+            let (_, e) = file.chunk(ds, t.linear);
+            let held = match (remote, e.codec) {
+                (true, _) => e.raw_byte_len.max(e.stored_byte_len),
+                (false, Codec::Raw) => 0,
+                (false, _) => e.raw_byte_len,
+            };
+            table
+                .limits
+                .check_tile(&table.source.location, ds.name(), t.linear, held)?;
+        }
         tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
         Ok(AccessPlan {
             pruning: PruningCounts {

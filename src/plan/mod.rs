@@ -4,7 +4,8 @@
 //! Owns: the axis and value columns ([`TableModel`], [`Axis`], [`VALUE_COLUMN`],
 //! [`arrow_type`]), the aggregate model ([`Aggregation`], [`AggSpec`], [`GroupKey`], typed
 //! [`StateColumn`]s, [`MAX_DENSE_GROUPS`]) and the [`AccessPlan`] (per-axis selections,
-//! chunk tasks, pruning counts) with its one partitioner. May import `format` and `io`;
+//! chunk tasks, pruning counts) with its one partitioner, and the [`Limits`] on what a query may
+//! make of a file's claims. May import `format` and `io`;
 //! must not read payload bytes (that is `exec`).
 
 mod access_plan;
@@ -12,6 +13,7 @@ mod aggregate;
 mod axes;
 mod axis_filter;
 pub mod cf_time;
+mod limits;
 mod selection;
 mod table;
 mod tasks;
@@ -26,8 +28,11 @@ pub use aggregate::{
 };
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
+pub use limits::{
+    DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
+};
 pub use selection::AxisSelection;
 pub use table::TableModel;
-pub use tasks::{ChunkTask, chunk_tasks, tasks_by_id};
+pub use tasks::{ChunkTask, Slabs, chunk_tasks, tasks_by_id};
 pub use value_range::{FloatBounds, KeyRange, NanRule, order_key, value_range};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

@@ -96,6 +96,25 @@ impl AxisSelection {
         AxisSelection::from_sorted_ranges(self.extent, out)
     }
 
+    /// Positions selected by either.
+    pub fn union(&self, other: &AxisSelection) -> AxisSelection {
+        let mut all: Vec<(u64, u64)> = self.ranges.iter().chain(&other.ranges).copied().collect();
+        all.sort_unstable();
+        AxisSelection::from_sorted_ranges(self.extent, all)
+    }
+
+    /// Positions not selected.
+    pub fn complement(&self) -> AxisSelection {
+        let mut out = Vec::with_capacity(self.ranges.len() + 1);
+        let mut at = 0;
+        for &(lo, hi) in &self.ranges {
+            out.push((at, lo));
+            at = hi;
+        }
+        out.push((at, self.extent));
+        AxisSelection::from_sorted_ranges(self.extent, out)
+    }
+
     /// Every selected position in order.
     pub fn positions(&self) -> impl Iterator<Item = u64> + '_ {
         self.ranges.iter().flat_map(|&(a, b)| a..b)
@@ -137,6 +156,18 @@ mod tests {
             &[(0, 4)]
         );
         assert!(AxisSelection::all(0).ranges().is_empty());
+        let union: Vec<u64> = a.union(&b).positions().collect();
+        let want: Vec<u64> = (0..20)
+            .filter(|p| a.positions().any(|x| x == *p) || b.positions().any(|x| x == *p))
+            .collect();
+        assert_eq!(union, want);
+        let not_a: Vec<u64> = a.complement().positions().collect();
+        assert_eq!(
+            not_a,
+            (0..20).filter(|p| !a.positions().any(|x| x == *p)).collect::<Vec<_>>()
+        );
+        assert_eq!(AxisSelection::none(7).complement(), AxisSelection::all(7));
+        assert_eq!(AxisSelection::all(7).complement(), AxisSelection::none(7));
         assert_eq!(a.bounds(), Some((0, 19)));
     }
 }

@@ -2,6 +2,7 @@
 //! column — and the statistics of a selection of it.
 
 use super::axes::{Axis, axes_of};
+use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
 use super::values::{VALUE_COLUMN, arrow_type};
 use crate::format::{Dataset, MissingValues, Packing};
@@ -36,6 +37,8 @@ pub struct TableModel {
     pub packing: Option<Packing>,
     /// Whether every NaN is NULL (the session option `tet.nan_is_null`).
     pub nan_is_null: bool,
+    /// How much a query may make of the file's claims (the session's `tet.max_*` options).
+    pub limits: Limits,
 }
 
 impl TableModel {
@@ -84,6 +87,15 @@ impl TableModel {
                 ds.name()
             );
         }
+        if ds.record.cell_count > MAX_TABLE_CELLS {
+            return plan_err!(
+                "{}: dataset {:?}: shape {:?} has {} cells, more than a table can count (2^63 - 1 rows)",
+                source.location,
+                ds.name(),
+                ds.shape(),
+                ds.record.cell_count
+            );
+        }
         let in_file = |e: crate::format::FormatError| DataFusionError::from(e.in_file(&source.location));
         let missing = ds.missing_values(false).map_err(in_file)?;
         let packing = ds.packing().map_err(in_file)?;
@@ -105,7 +117,18 @@ impl TableModel {
             missing,
             packing,
             nan_is_null: false,
+            limits: Limits::default(),
         })
+    }
+
+    /// This table with the session's [`Limits`].
+    pub fn with_limits(self: &Arc<Self>, limits: Limits) -> Arc<Self> {
+        if limits == self.limits {
+            return self.clone();
+        }
+        let mut t = TableModel::clone(self);
+        t.limits = limits;
+        Arc::new(t)
     }
 
     /// This table with `tet.nan_is_null` set to `on` (every NaN NULL when on).

@@ -33,17 +33,22 @@ impl ChunkTask {
     /// The task cut into slabs of at most `max_cells` (≥ 1) selected cells: consecutive
     /// positions of one axis, with every axis outside it at a single position and every
     /// axis inside it whole. The slabs share the task's tile and, in order, hold
-    /// its cells in its order; a task that fits is returned whole.
-    pub fn slabs(&self, max_cells: u64) -> Vec<ChunkTask> {
+    /// its cells in its order; a task that fits is returned whole. Lazy: each slab is
+    /// made when asked for, so a tile of any size costs nothing up front.
+    pub fn slabs(&self, max_cells: u64) -> Slabs {
+        let max_cells = max_cells.max(1);
         if self.cells <= max_cells || self.local.is_empty() {
-            return vec![self.clone()];
+            return Slabs {
+                task: self.clone(),
+                state: SlabState::Whole,
+            };
         }
-        let count = |r: &[(u64, u64)]| r.iter().map(|(a, b)| b - a).sum::<u64>();
-        // The axis `d` to cut: the outermost whose inner axes together fit.
+        // The axis `d` to cut: the outermost whose inner axes together fit. (The task has
+        // cells, so every axis has a range.)
         let mut d = self.local.len() - 1;
         let mut per = 1u64;
         while d > 0 {
-            match per.checked_mul(count(&self.local[d])) {
+            match per.checked_mul(range_count(&self.local[d])) {
                 Some(p) if p <= max_cells => {
                     per = p;
                     d -= 1;
@@ -51,65 +56,120 @@ impl ChunkTask {
                 _ => break,
             }
         }
-        let take = (max_cells / per).max(1);
-        // Axis `d`'s selected ranges cut into pieces of `take` positions.
-        let mut pieces: Vec<Vec<(u64, u64)>> = vec![Vec::new()];
-        let mut room = take;
-        for &(a, b) in &self.local[d] {
-            let mut p = a;
-            while p < b {
-                if room == 0 {
-                    pieces.push(Vec::new());
-                    room = take;
-                }
-                let end = b.min(p + room);
-                pieces.last_mut().expect("one piece at least").push((p, end));
-                room -= end - p;
-                p = end;
-            }
-        }
-        // Every combination of single positions on the outer axes, times every piece.
-        let outer: Vec<Vec<(u64, u64)>> = self.local[..d]
-            .iter()
-            .map(|r| r.iter().flat_map(|&(a, b)| (a..b).map(|p| (p, p + 1))).collect())
-            .collect();
-        let mut out = Vec::new();
-        let mut at = vec![0usize; d];
-        if outer.iter().any(|o| o.is_empty()) {
-            return vec![self.clone()];
-        }
-        loop {
-            for piece in &pieces {
-                let mut local: Vec<Vec<(u64, u64)>> = (0..d).map(|e| vec![outer[e][at[e]]]).collect();
-                local.push(piece.clone());
-                local.extend(self.local[d + 1..].iter().cloned());
-                out.push(ChunkTask {
-                    linear: self.linear,
-                    coords: self.coords.clone(),
-                    cells: count(piece) * per,
-                    local,
-                    tile_extent: self.tile_extent.clone(),
-                });
-            }
-            // Next outer combination, last axis fastest.
-            let mut e = d;
-            loop {
-                if e == 0 {
-                    return out;
-                }
-                e -= 1;
-                at[e] += 1;
-                if at[e] < outer[e].len() {
-                    break;
-                }
-                at[e] = 0;
-            }
+        let at = self.local[..=d].iter().map(|r| (0, r[0].0)).collect();
+        Slabs {
+            state: SlabState::Cut(Cut {
+                axis: d,
+                per,
+                take: (max_cells / per).max(1),
+                at,
+            }),
+            task: self.clone(),
         }
     }
 
     /// Global start of the tile per axis.
     pub fn tile_start(&self, chunk_shape: &[u64]) -> Vec<u64> {
         self.coords.iter().zip(chunk_shape).map(|(c, s)| c * s).collect()
+    }
+}
+
+/// Positions in sorted disjoint ranges.
+fn range_count(r: &[(u64, u64)]) -> u64 {
+    r.iter().map(|(a, b)| b - a).sum()
+}
+
+/// The slabs of a task ([`ChunkTask::slabs`]), made one at a time.
+#[derive(Debug, Clone)]
+pub struct Slabs {
+    task: ChunkTask,
+    state: SlabState,
+}
+
+#[derive(Debug, Clone)]
+enum SlabState {
+    /// The task fits: it is the one slab.
+    Whole,
+    Cut(Cut),
+    Done,
+}
+
+/// Where the walk of [`Slabs`] stands.
+#[derive(Debug, Clone)]
+struct Cut {
+    /// The axis cut into pieces; axes before it are at one position, after it whole.
+    axis: usize,
+    /// Selected cells per position of `axis`.
+    per: u64,
+    /// Positions of `axis` per slab.
+    take: u64,
+    /// Per axis up to `axis`: (range index, position) of the next slab's first cell.
+    at: Vec<(usize, u64)>,
+}
+
+impl Iterator for Slabs {
+    type Item = ChunkTask;
+
+    fn next(&mut self) -> Option<ChunkTask> {
+        let cut = match &mut self.state {
+            SlabState::Cut(cut) => cut,
+            SlabState::Whole => {
+                self.state = SlabState::Done;
+                return Some(self.task.clone());
+            }
+            SlabState::Done => return None,
+        };
+        let task = &self.task;
+        let d = cut.axis;
+        // The next piece of axis `d`: up to `take` positions from the cursor.
+        let ranges = &task.local[d];
+        let mut piece = Vec::new();
+        let mut room = cut.take;
+        let (mut ri, mut pos) = cut.at[d];
+        while room > 0 && ri < ranges.len() {
+            let end = ranges[ri].1.min(pos + room);
+            piece.push((pos, end));
+            room -= end - pos;
+            pos = end;
+            if pos == ranges[ri].1 {
+                ri += 1;
+                if let Some(&(a, _)) = ranges.get(ri) {
+                    pos = a;
+                }
+            }
+        }
+        let mut local: Vec<Vec<(u64, u64)>> = cut.at[..d].iter().map(|&(_, p)| vec![(p, p + 1)]).collect();
+        let cells = range_count(&piece) * cut.per;
+        local.push(piece);
+        local.extend(task.local[d + 1..].iter().cloned());
+        let slab = ChunkTask {
+            linear: task.linear,
+            coords: task.coords.clone(),
+            local,
+            tile_extent: task.tile_extent.clone(),
+            cells,
+        };
+        // Advance: the rest of axis `d`, else the next outer position (last axis fastest).
+        if ri < ranges.len() {
+            cut.at[d] = (ri, pos);
+            return Some(slab);
+        }
+        cut.at[d] = (0, ranges[0].0);
+        for e in (0..d).rev() {
+            let r = &task.local[e];
+            let (ri, p) = cut.at[e];
+            if p + 1 < r[ri].1 {
+                cut.at[e] = (ri, p + 1);
+                return Some(slab);
+            }
+            if ri + 1 < r.len() {
+                cut.at[e] = (ri + 1, r[ri + 1].0);
+                return Some(slab);
+            }
+            cut.at[e] = (0, r[0].0);
+        }
+        self.state = SlabState::Done;
+        Some(slab)
     }
 }
 
@@ -121,7 +181,8 @@ fn per_axis(sel: &AxisSelection, chunk: u64, extent: u64) -> Vec<(u64, Vec<(u64,
         let mut p = lo;
         while p < hi {
             let k = p / chunk;
-            let end = ((k + 1) * chunk).min(hi).min(extent);
+            // (k + 1) · chunk may pass 2^64 on the last chunk of a long axis.
+            let end = (k * chunk).saturating_add(chunk).min(hi).min(extent);
             let local = (p - k * chunk, end - k * chunk);
             match out.last_mut() {
                 Some((last, ranges)) if *last == k => ranges.push(local),
@@ -258,13 +319,13 @@ mod tests {
             AxisSelection::from_sorted_ranges(10, [(1, 8)]),
         ];
         let task = chunk_tasks(&rec, &sel).remove(0);
-        for max in [1, 6, 7, 20, 40, 60, 100, 1000] {
-            let slabs = task.slabs(max);
+        for max in [0, 1, 6, 7, 20, 40, 60, 100, 1000] {
+            let slabs: Vec<ChunkTask> = task.slabs(max).collect();
             let joined: Vec<Vec<u64>> = slabs.iter().flat_map(cells_of).collect();
             assert_eq!(joined, cells_of(&task), "max {max}");
             for s in &slabs {
                 assert_eq!(s.cells as usize, cells_of(s).len());
-                assert!(s.cells <= max, "max {max}: {} cells", s.cells);
+                assert!(s.cells <= max.max(1), "max {max}: {} cells", s.cells);
             }
             if max >= task.cells {
                 assert_eq!(slabs, vec![task.clone()]);

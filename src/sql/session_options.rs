@@ -1,9 +1,12 @@
 //! Session options of datafusion-tet (namespace `tet`): `SET tet.aggregate_pushdown =
 //! false` turns the aggregate pushdown off (used to compare against DataFusion's own
-//! plan); `SET tet.nan_is_null = true` makes every NaN NULL; the `tet.*_bytes` / `tet.fetch_concurrency` options tune object store reads.
+//! plan); `SET tet.nan_is_null = true` makes every NaN NULL; `tet.coalesce_gap_bytes`,
+//! `tet.max_request_bytes`, `tet.fetch_concurrency` and `tet.fetch_window_bytes` tune object
+//! store reads; `tet.max_tile_bytes`, `tet.max_dataset_cells` and `tet.max_axis_positions`
+//! bound what a query may make of a file's claims ([`Limits`]).
 
 use crate::io::FetchOptions;
-use crate::plan::TableModel;
+use crate::plan::{Limits, TableModel};
 use datafusion::common::config::ConfigExtension;
 use datafusion::prelude::SessionConfig;
 use std::sync::Arc;
@@ -24,6 +27,14 @@ datafusion::common::extensions_options! {
         pub fetch_concurrency: usize, default = 8
         /// Object stores: stored bytes fetched ahead of decoding, per partition.
         pub fetch_window_bytes: u64, default = 32 << 20
+        /// Largest tile held in memory, in bytes: a decoded zstd chunk or a chunk fetched
+        /// from an object store (local raw chunks are read in place).
+        pub max_tile_bytes: u64, default = crate::plan::DEFAULT_MAX_TILE_BYTES
+        /// Most cells of one dataset a query may read (at most 2^63 - 1).
+        pub max_dataset_cells: u64, default = crate::plan::DEFAULT_MAX_DATASET_CELLS
+        /// Most positions of one axis evaluated one by one while planning (axis filters
+        /// other than comparisons with constants, group keys, weights).
+        pub max_axis_positions: u64, default = crate::plan::DEFAULT_MAX_AXIS_POSITIONS
     }
 }
 
@@ -42,9 +53,18 @@ impl TetConfig {
         }
     }
 
-    /// `table` as these options read it (`tet.nan_is_null`).
+    /// The limits these options set (`tet.max_*`).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_tile_bytes: self.max_tile_bytes,
+            max_dataset_cells: self.max_dataset_cells,
+            max_axis_positions: self.max_axis_positions,
+        }
+    }
+
+    /// `table` as these options read it (`tet.nan_is_null`, `tet.max_*`).
     pub fn table(&self, table: &Arc<TableModel>) -> Arc<TableModel> {
-        table.with_nan_is_null(self.nan_is_null)
+        table.with_nan_is_null(self.nan_is_null).with_limits(self.limits())
     }
 
     /// The options of a session (defaults when `tet` is not registered).

@@ -168,7 +168,7 @@ fn check_round_trip(seed: u64) {
             let c = ds.record.chunk_coords(linear);
             let tile = s.tile(&c);
             assert_eq!(
-                file.read_chunk(bytes.as_slice(), ds, linear).unwrap(),
+                file.read_chunk(bytes.as_slice(), ds, linear, u64::MAX).unwrap(),
                 tile,
                 "seed {seed} chunk {c:?}"
             );

@@ -17,6 +17,7 @@ mod format_fixtures;
 mod format_malformed;
 mod format_roundtrip;
 mod format_upstream;
+mod hostile;
 mod layers;
 mod remote;
 mod servers;

@@ -1,0 +1,420 @@
+//! Hostile files: geometry and sizes a few hundred bytes of file can claim (tiles of 2^40
+//! cells behind a zstd frame without a content size, datasets of more than 2^63 cells,
+//! axes of 2^40 positions, many tiny chunks) run through every SQL entry point in the
+//! `tet-sql` binary under an address-space limit. Each query must answer or fail with a
+//! message — never a signal, never an abort — within seconds.
+
+use crate::common::tempdir;
+use datafusion_tet::format::{Codec, DType, DatasetSpec, TetFile, TetWriter};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Address space a hostile query may use (KiB, as `ulimit -v` takes it): the binary's own
+/// mappings (≈ 150 MiB) plus a few hundred MiB.
+const ADDRESS_SPACE_KIB: u64 = 640 << 10;
+/// Wall time after which a query counts as hung (the queries below take milliseconds).
+const HUNG: Duration = Duration::from_secs(20);
+
+/// A zstd frame of a few bytes that declares no content size (streaming encoder, size
+/// not pledged): a reader cannot know from the frame how much it will yield.
+fn frame_without_size() -> Vec<u8> {
+    let mut e = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    e.include_contentsize(false).unwrap();
+    e.write_all(&[0u8; 16]).unwrap();
+    let f = e.finish().unwrap();
+    assert!(matches!(zstd::zstd_safe::get_frame_content_size(&f), Ok(None)));
+    f
+}
+
+/// One patch of a chunk row: its raw length, and a zstd frame to store instead of the
+/// written raw bytes (the frame must fit in the written payload).
+struct RowPatch {
+    raw_byte_len: u64,
+    frame: Option<Vec<u8>>,
+}
+
+/// A file whose one dataset `v` (u8, rank of `shape`) is written with geometry
+/// `written` / `written_chunk` (which fixes the chunk grid and payload room) and then
+/// patched in place to claim `shape` / `chunk` and the chunk rows `rows` (row-major chunk
+/// order, which is the writer's row order). The grid of the claim must equal the grid
+/// written.
+fn patched(written: &[u64], written_chunk: &[u64], shape: &[u64], chunk: &[u64], rows: &[RowPatch]) -> Vec<u8> {
+    let cells: u64 = written.iter().product();
+    let data = vec![7u8; cells as usize];
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::U8, written, written_chunk, &data))
+        .unwrap();
+    let mut b = w.to_bytes().unwrap();
+    let f = TetFile::open(b.as_slice()).unwrap();
+    let n = shape.len();
+    // Record 0 at 40: 16-byte head, the name "v" padded to 8, then shape and chunk_shape.
+    for d in 0..n {
+        b[64 + 8 * d..72 + 8 * d].copy_from_slice(&shape[d].to_le_bytes());
+        b[64 + 8 * (n + d)..72 + 8 * (n + d)].copy_from_slice(&chunk[d].to_le_bytes());
+    }
+    let idx = f.superblock.chunk_index_offset as usize + 32;
+    assert_eq!(rows.len(), f.chunks.len());
+    for (i, (p, entry)) in rows.iter().zip(&f.chunks).enumerate() {
+        let row = idx + 104 * i;
+        b[row + 80..row + 88].copy_from_slice(&p.raw_byte_len.to_le_bytes());
+        let stored = match &p.frame {
+            Some(frame) => {
+                assert!(frame.len() as u64 <= entry.stored_byte_len, "frame does not fit");
+                let at = entry.payload_offset as usize;
+                b[at..at + frame.len()].copy_from_slice(frame);
+                b[row + 96..row + 100].copy_from_slice(&Codec::Zstd.tag().to_le_bytes());
+                frame.len() as u64
+            }
+            None => p.raw_byte_len,
+        };
+        b[row + 88..row + 96].copy_from_slice(&stored.to_le_bytes());
+    }
+    b
+}
+
+/// The hostile files, by name.
+fn hostile_files() -> Vec<(&'static str, Vec<u8>)> {
+    let frame = frame_without_size;
+    vec![
+        // One u8 chunk of 2^40 cells behind a frame that declares no size.
+        (
+            "claimed_tile",
+            patched(
+                &[64],
+                &[64],
+                &[1 << 40],
+                &[1 << 40],
+                &[RowPatch {
+                    raw_byte_len: 1 << 40,
+                    frame: Some(frame()),
+                }],
+            ),
+        ),
+        // The same claim in two dimensions: 2^30 × 2^10.
+        (
+            "claimed_tile_2d",
+            patched(
+                &[8, 8],
+                &[8, 8],
+                &[1 << 30, 1 << 10],
+                &[1 << 30, 1 << 10],
+                &[RowPatch {
+                    raw_byte_len: 1 << 40,
+                    frame: Some(frame()),
+                }],
+            ),
+        ),
+        // 2^63 + 1 cells in chunks of 2^63: (k + 1) · chunk wraps in u64.
+        (
+            "wrapping_grid",
+            patched(
+                &[64],
+                &[32],
+                &[(1 << 63) + 1],
+                &[1 << 63],
+                &[
+                    RowPatch {
+                        raw_byte_len: 1 << 63,
+                        frame: Some(frame()),
+                    },
+                    RowPatch {
+                        raw_byte_len: 1,
+                        frame: None,
+                    },
+                ],
+            ),
+        ),
+        // An axis of 2^62 + 1 positions: a claimed tile of 2^62 cells and a clipped one of
+        // 1 cell. Work on positions must not scale with the axis.
+        (
+            "long_axis",
+            patched(
+                &[64],
+                &[32],
+                &[(1 << 62) + 1],
+                &[1 << 62],
+                &[
+                    RowPatch {
+                        raw_byte_len: 1 << 62,
+                        frame: Some(frame()),
+                    },
+                    RowPatch {
+                        raw_byte_len: 1,
+                        frame: None,
+                    },
+                ],
+            ),
+        ),
+        // 20 000 chunks of one cell each.
+        ("many_tiny_chunks", {
+            let data = vec![3u8; 20_000];
+            let mut w = TetWriter::new();
+            w.dataset(DatasetSpec::new("v", DType::U8, &[20_000], &[1], &data))
+                .unwrap();
+            w.to_bytes().unwrap()
+        }),
+    ]
+}
+
+/// The queries every hostile file goes through (`{f}` = the file's path).
+const QUERIES: &[&str] = &[
+    "SELECT count(*) FROM tet('{f}')",
+    "SELECT sum(v) FROM tet('{f}')",
+    "SELECT v FROM tet('{f}') LIMIT 1",
+    "SELECT dim_0 FROM tet('{f}') LIMIT 1",
+    "SELECT count(*) FROM tet('{f}') WHERE dim_0 < 5",
+    "SELECT sum(v) FROM tet('{f}') WHERE dim_0 < 5",
+    "SELECT dim_0, v FROM tet('{f}') WHERE dim_0 BETWEEN 3 AND 4 OR dim_0 IN (10, 11)",
+    "SELECT count(*) FROM tet('{f}') WHERE dim_0 % 2 = 0",
+    "SELECT dim_0 % 3 AS k, count(*) FROM tet('{f}') GROUP BY k",
+    "SELECT dim_0, max(v) FROM tet('{f}') WHERE dim_0 > 2 AND dim_0 <= 6 GROUP BY dim_0",
+    "SELECT min(v) FROM tet('{f}') WHERE v > 2",
+    "EXPLAIN SELECT sum(v) FROM tet('{f}')",
+    "EXPLAIN ANALYZE SELECT count(*) FROM tet('{f}')",
+    "SELECT * FROM tet_datasets('{f}')",
+    "SELECT count(*) FROM tet_chunks('{f}')",
+    "CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{f}'; SELECT sum(v) FROM t WHERE dim_0 < 3",
+];
+
+/// Run `sql` in tet-sql under the address-space limit: (exit status, stdout, stderr,
+/// elapsed). A query still running after [`HUNG`] is killed and reported as hung.
+fn run_limited(sql: &str, dir: &Path) -> (Option<i32>, String, String, Duration) {
+    let bin = env!("CARGO_BIN_EXE_tet-sql");
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {ADDRESS_SPACE_KIB}; exec \"$0\" -q --format json -c \"$1\""
+        ))
+        .arg(bin)
+        .arg(sql)
+        // One malloc arena: glibc reserves 64 MiB of address space per arena and thread
+        // group, which would make the limit measure threads rather than memory.
+        .env("MALLOC_ARENA_MAX", "1")
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tet-sql");
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let out = child.wait_with_output().expect("output");
+            return (
+                status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+                start.elapsed(),
+            );
+        }
+        if start.elapsed() > HUNG {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, String::new(), "hung".into(), start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hostile_files_answer_or_fail_with_a_message() {
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    let mut failures = Vec::new();
+    let mut jobs = Vec::new();
+    for (name, bytes) in hostile_files() {
+        let file = format!("{name}.tet");
+        std::fs::write(dir.join(&file), bytes).unwrap();
+        for q in QUERIES {
+            jobs.push((name, q.replace("{f}", &file)));
+        }
+    }
+    let results: Vec<_> = std::thread::scope(|s| {
+        jobs.chunks(jobs.len().div_ceil(4))
+            .map(|part| {
+                let dir = dir.as_path();
+                s.spawn(move || {
+                    part.iter()
+                        .map(|(name, sql)| (*name, sql.clone(), run_limited(sql, dir)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    for (name, sql, (code, out, err, took)) in results {
+        // tet-sql, like datafusion-cli, prints a statement's error on stdout.
+        let message = format!("{out}{err}");
+        let answered = code == Some(0) && !message.contains("Error");
+        let refused = code == Some(1) && message.contains("Error") && !message.contains("panicked");
+        println!(
+            "{name}: {sql}\n  -> exit {code:?} in {took:.2?}: {}",
+            message.trim().replace('\n', " | ")
+        );
+        // What each file must do: the metadata tables list any file that opens; queries
+        // of a file that claims too much are refused by the guard that names the claim.
+        let metadata = sql.contains("tet_datasets") || sql.contains("tet_chunks");
+        let expected: &[&str] = match name {
+            "many_tiny_chunks" => &[],
+            _ if metadata => &[],
+            // A filter that visits each position meets the axis limit first.
+            "claimed_tile" | "claimed_tile_2d" => &["tet.max_tile_bytes", "tet.max_axis_positions"],
+            "wrapping_grid" => &["more than a table can count"],
+            "long_axis" => &["tet.max_dataset_cells"],
+            other => unreachable!("{other}"),
+        };
+        let as_expected = match expected {
+            [] => answered,
+            why => refused && why.iter().any(|w| message.contains(w)),
+        };
+        if !as_expected {
+            failures.push(format!(
+                "{name}: {sql}: exit {code:?} after {took:.2?} (expected {}): {message}",
+                if expected.is_empty() {
+                    "an answer".to_string()
+                } else {
+                    expected.join(" or ")
+                }
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} queries crashed or hung:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The directory to write files to: `TET_HOSTILE_DIR` when set (to look at them by hand
+/// afterwards), else `temp`.
+fn kept_or(temp: &tempfile::TempDir) -> std::path::PathBuf {
+    std::env::var_os("TET_HOSTILE_DIR").map_or(temp.path().to_path_buf(), Into::into)
+}
+
+/// Run each of `queries` (setup statements first) on `file` and check its output contains
+/// `want` (an answer's JSON, or the error's key words).
+fn expect_all(dir: &Path, file: &str, setup: &str, queries: &[(&str, &str)]) {
+    let mut failures = Vec::new();
+    for (q, want) in queries {
+        let sql = format!("{setup}{}", q.replace("{f}", file));
+        let (code, out, err, took) = run_limited(&sql, dir);
+        let message = format!("{out}{err}");
+        println!(
+            "{sql}\n  -> exit {code:?} in {took:.2?}: {}",
+            message.trim().replace('\n', " | ")
+        );
+        let ok = code.is_some() && !message.contains("panicked") && message.contains(want);
+        if !ok {
+            failures.push(format!("{sql}: exit {code:?}, expected {want:?}: {message}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn raised_limits_meet_the_next_guard() {
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    for (name, bytes) in hostile_files() {
+        std::fs::write(dir.join(format!("{name}.tet")), bytes).unwrap();
+    }
+    let raise = "SET tet.max_tile_bytes = 9223372036854775807; SET tet.max_dataset_cells = 9223372036854775807; ";
+    // A claimed tile of 1 TiB reaches the decoder, which cannot get the memory (or finds
+    // the frame short): an error, not an abort.
+    expect_all(
+        &dir,
+        "claimed_tile.tet",
+        raise,
+        &[
+            ("SELECT sum(v) FROM tet('{f}')", "chunk index row 0"),
+            ("SELECT v FROM tet('{f}') LIMIT 1", "chunk index row 0"),
+            // Positions alone need no tile: answered, one batch, whatever the axis' length.
+            ("SELECT dim_0 FROM tet('{f}') LIMIT 1", r#"[{"dim_0":0}]"#),
+            ("SELECT count(*) AS n FROM tet('{f}')", r#"[{"n":1099511627776}]"#),
+            ("SELECT count(*) AS n FROM tet('{f}') WHERE dim_0 < 5", r#"[{"n":5}]"#),
+            (
+                "SELECT dim_0 FROM tet('{f}') WHERE dim_0 BETWEEN 3 AND 4 OR dim_0 IN (10, 11) ORDER BY dim_0",
+                r#"[{"dim_0":3},{"dim_0":4},{"dim_0":10},{"dim_0":11}]"#,
+            ),
+            (
+                "SELECT count(*) AS n FROM tet('{f}') WHERE NOT (dim_0 >= 2) AND dim_0 <> 0",
+                r#"[{"n":1}]"#,
+            ),
+            // Filters that must visit each position, and group keys over the whole axis,
+            // are refused by the per-axis limit. (A group key over 2^40 positions, such as
+            // `dim_0 % 3`, is more groups than the fold takes: DataFusion's plan over every
+            // claimed row, which with the limits raised is the user's call.)
+            (
+                "SELECT count(*) FROM tet('{f}') WHERE dim_0 % 2 = 0",
+                "tet.max_axis_positions",
+            ),
+            ("SELECT sum(dim_0 * 0.5) AS s FROM tet('{f}')", "tet.max_axis_positions"),
+            // Over a selected stretch, a weight is evaluated over the stretch only.
+            (
+                "SELECT sum(dim_0 * 0.5) AS s FROM tet('{f}') WHERE dim_0 >= 1099511627774",
+                r#"[{"s":1.0995116277745e12}]"#,
+            ),
+            (
+                "SELECT dim_0, count(*) AS n FROM tet('{f}') WHERE dim_0 > 1099511627770 GROUP BY dim_0 ORDER BY dim_0 LIMIT 2",
+                r#"[{"dim_0":1099511627771,"n":1},{"dim_0":1099511627772,"n":1}]"#,
+            ),
+        ],
+    );
+    // Over 2^62 + 1 positions, with the dataset limit raised.
+    expect_all(
+        &dir,
+        "long_axis.tet",
+        raise,
+        &[
+            (
+                "SELECT count(*) AS n FROM tet('{f}') WHERE dim_0 < 5 OR dim_0 >= 4611686018427387903",
+                r#"[{"n":7}]"#,
+            ),
+            (
+                "SELECT max(dim_0) AS m FROM tet('{f}') WHERE dim_0 > 4611686018427387900",
+                r#"[{"m":4611686018427387904}]"#,
+            ),
+            (
+                "SELECT v FROM tet('{f}') WHERE dim_0 = 4611686018427387904",
+                r#"[{"v":7}]"#,
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_large_raw_tile_is_emitted_one_batch_at_a_time() {
+    // One raw u8 chunk of 16384 × 16384 (256 MiB): a LIMIT 1 must not build the positions
+    // or values of the whole tile (the address-space limit leaves room for the mapping
+    // and a few batches, not for 2^28 positions).
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    let n = 16384u64;
+    let data: Vec<u8> = (0..n * n).map(|i| (i % 251) as u8).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::U8, &[n, n], &[n, n], &data))
+        .unwrap();
+    w.write_path(dir.join("big.tet")).unwrap();
+    drop(data);
+    expect_all(
+        &dir,
+        "big.tet",
+        "",
+        &[
+            ("SELECT dim_0 FROM tet('{f}') LIMIT 1", r#"[{"dim_0":0}]"#),
+            ("SELECT dim_1, v FROM tet('{f}') LIMIT 1", r#"[{"dim_1":0,"v":0}]"#),
+            (
+                "SELECT dim_0, dim_1, v FROM tet('{f}') WHERE dim_0 = 3 AND dim_1 BETWEEN 5 AND 6",
+                r#"[{"dim_0":3,"dim_1":5,"v":212},{"dim_0":3,"dim_1":6,"v":213}]"#,
+            ),
+            (
+                "SELECT count(*) AS n, sum(v) AS s FROM tet('{f}') WHERE dim_0 < 2",
+                r#""n":32768"#,
+            ),
+        ],
+    );
+}
