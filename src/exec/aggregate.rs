@@ -19,6 +19,7 @@ use super::fold::{
     fold_value, fold_weighted_run,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
 use super::program::{BLOCK, Lane, Program, Scratch, Ty};
@@ -444,8 +445,10 @@ impl ExecutionPlan for TetAggregateExec {
             selection: self.feed.access.selection.clone(),
             schema: self.schema.clone(),
         };
+        let mut reservation =
+            MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
         let stream = futures::stream::once(Box::pin(async move {
-            let (acc, gi) = job.fold(payloads, &metrics).await?;
+            let (acc, gi) = job.fold(payloads, &metrics, &mut reservation).await?;
             let _t = metrics.baseline.elapsed_compute().timer();
             let batch = job.emit(&acc, &gi)?;
             metrics.baseline.record_output(batch.num_rows());
@@ -477,6 +480,7 @@ impl FoldJob {
         &self,
         mut payloads: BoxStream<'static, Result<Payload>>,
         metrics: &AggregateMetrics,
+        reservation: &mut MemoryReservation,
     ) -> Result<(Vec<Accumulators>, GroupIndex)> {
         let table = &self.table;
         let ds = table.dataset();
@@ -487,6 +491,17 @@ impl FoldJob {
             .iter()
             .map(|(d, e)| AxisValues::new(table, *d, e, &self.selection[*d]))
             .collect::<Result<Vec<_>>>()?;
+        // The session's memory pool holds what the fold keeps per group and position
+        // (`-m` / `memory_limit` give DataFusion's "resources exhausted", not an OOM kill);
+        // the accumulators are reserved before they are allocated.
+        let dense: usize = self
+            .fold
+            .inputs
+            .iter()
+            .map(|i| Accumulators::bytes(gi.count, i.needs, i.float))
+            .fold(0, usize::saturating_add);
+        let by_position: usize = gi.held_bytes() + weights.iter().map(AxisValues::held_bytes).sum::<usize>();
+        reservation.try_grow(dense.saturating_add(by_position))?;
         let mut accs: Vec<Accumulators> = self
             .fold
             .inputs

@@ -110,6 +110,39 @@ impl Accumulators {
         }
     }
 
+    /// Bytes [`Accumulators::new`] allocates for `groups` groups (saturating), so that a
+    /// caller can reserve them before allocating.
+    pub fn bytes(groups: usize, needs: Needs, float: bool) -> usize {
+        let per_group = 16 // cells, n
+            + 8 * (needs.fsum as usize + needs.isum as usize + 2 * needs.moments as usize)
+            + if !needs.min_max {
+                0
+            } else if float {
+                17 // fmin, fmax, nan
+            } else {
+                32 // imin, imax
+            };
+        groups.saturating_mul(per_group)
+    }
+
+    /// Bytes held by the accumulators' vectors.
+    pub fn held_bytes(&self) -> usize {
+        fn b<T>(v: &[T]) -> usize {
+            std::mem::size_of_val(v)
+        }
+        b(&self.cells)
+            + b(&self.n)
+            + b(&self.fsum)
+            + b(&self.isum)
+            + b(&self.fmin)
+            + b(&self.fmax)
+            + b(&self.imin)
+            + b(&self.imax)
+            + b(&self.nan)
+            + b(&self.mean)
+            + b(&self.m2)
+    }
+
     /// Number of groups.
     pub fn len(&self) -> usize {
         self.cells.len()
@@ -761,6 +794,21 @@ mod tests {
         let kept: Vec<f64> = vals.iter().filter(|v| **v != 4.5).map(|v| *v as f64).collect();
         let (n, s, m2, mn, mx) = brute(&kept);
         // Split into uneven runs into one group.
+        for (fsum, isum, min_max, moments, float) in
+            (0..32).map(|b| (b & 1 != 0, b & 2 != 0, b & 4 != 0, b & 8 != 0, b & 16 != 0))
+        {
+            let needs = Needs {
+                fsum,
+                isum,
+                min_max,
+                moments,
+            };
+            assert_eq!(
+                Accumulators::bytes(37, needs, float),
+                Accumulators::new(37, needs, float).held_bytes(),
+                "{needs:?}, float {float}"
+            );
+        }
         let mut acc = Accumulators::new(1, needs, true);
         for r in [&vals[..5], &vals[5..30], &vals[30..]] {
             fold_run(&mut acc, 0, r, &keep(fill.clone()));

@@ -122,6 +122,11 @@ impl GroupIndex {
         })
     }
 
+    /// Bytes held by the per-position ids.
+    pub fn held_bytes(&self) -> usize {
+        self.ids.iter().flatten().map(|m| std::mem::size_of_val(m.as_slice())).sum()
+    }
+
     /// The group offset of position `pos` of axis `d` (0 when `d` is not grouped).
     #[inline]
     fn offset(&self, d: usize, pos: u64) -> usize {
@@ -188,6 +193,11 @@ impl AxisValues {
             }
         }
         Ok(AxisValues { first, values, valid })
+    }
+
+    /// Bytes held per position.
+    pub fn held_bytes(&self) -> usize {
+        self.values.len() * 9
     }
 }
 

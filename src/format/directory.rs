@@ -159,6 +159,8 @@ pub fn parse_directory(blob: &[u8], base: u64, count: u32) -> Result<Vec<Dataset
     }
     let mut r = Le::new(blob, base, "dataset directory");
     let mut out: Vec<DatasetRecord> = Vec::with_capacity(count as usize);
+    // Names seen so far (one lookup per record, not a scan of the earlier ones).
+    let mut names = std::collections::HashSet::with_capacity(count as usize);
     for i in 0..count {
         let region = format!("dataset record {i} (offset {})", r.offset());
         let start = r.pos();
@@ -196,7 +198,7 @@ pub fn parse_directory(blob: &[u8], base: u64, count: u32) -> Result<Vec<Dataset
         for _ in 0..ndim {
             chunk_shape.push(r.u64()?);
         }
-        if out.iter().any(|d| d.name == name) {
+        if !names.insert(name.clone()) {
             return Err(FormatError::invalid(
                 region,
                 "name",

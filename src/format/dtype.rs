@@ -132,22 +132,28 @@ macro_rules! with_dtype {
 }
 pub(crate) use with_dtype;
 
+mod sealed {
+    /// Only the element types below: no other crate can add one.
+    pub trait Sealed {}
+}
+
 /// A native element type of a dtype: plain old data for which every bit pattern is a value.
+/// Sealed: implemented for the ten element types of the format and nothing else, so
+/// [`elements`] cannot be made to reinterpret bytes as any other type.
 ///
 /// # Safety
 /// Implementors must have no padding and no invalid bit patterns.
-pub unsafe trait Element: Copy + Default + Send + Sync + 'static {}
-// SAFETY: primitive numbers (and `half::f16`, a `u16` newtype) have neither.
-unsafe impl Element for f32 {}
-unsafe impl Element for f64 {}
-unsafe impl Element for f16 {}
-unsafe impl Element for i16 {}
-unsafe impl Element for i32 {}
-unsafe impl Element for i64 {}
-unsafe impl Element for u8 {}
-unsafe impl Element for u16 {}
-unsafe impl Element for u32 {}
-unsafe impl Element for u64 {}
+pub unsafe trait Element: sealed::Sealed + Copy + Default + Send + Sync + 'static {}
+
+macro_rules! element {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        // SAFETY: primitive numbers (and `half::f16`, a `u16` newtype) have no padding
+        // and no invalid bit patterns.
+        unsafe impl Element for $t {}
+    )*};
+}
+element!(f32, f64, f16, i16, i32, i64, u8, u16, u32, u64);
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("datafusion-tet reads little-endian payloads in place: little-endian targets only");

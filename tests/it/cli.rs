@@ -197,3 +197,28 @@ async fn s3_urls_from_the_environment_and_from_ddl_options() {
     assert!(ok, "{out}{err}");
     assert!(out.trim().ends_with("n,m\n6,6.0"), "{out}{err}");
 }
+
+#[test]
+fn memory_limit_refuses_a_fold_that_needs_more() {
+    // 2048 × 2048 groups of avg(v): the fold's dense accumulators (≈ 24 bytes per group
+    // and partition) do not fit in 64 MiB, and are reserved in the memory pool before
+    // they are allocated: DataFusion's "resources exhausted", the process alive.
+    let dir = tempdir();
+    let n = 2048u64;
+    let data: Vec<u8> = (0..n * n).flat_map(|i| ((i % 1009) as f32).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::F32, &[n, n], &[512, 512], &data)).unwrap();
+    w.write_path(dir.path().join("g.tet")).unwrap();
+    let sql = "SELECT count(*) AS groups, max(a) AS top FROM \
+               (SELECT dim_0, dim_1, avg(v) AS a FROM tet('g.tet') GROUP BY dim_0, dim_1)";
+    let (ok, out, err) = tet_sql(&["-q", "--format", "csv", "-m", "64m", "-c", sql], dir.path());
+    assert!(!ok, "{out}{err}");
+    let message = format!("{out}{err}");
+    assert!(
+        message.contains("Resources exhausted") && message.contains("TetAggregateExec"),
+        "{message}"
+    );
+    let (ok, out, err) = tet_sql(&["-q", "--format", "csv", "-m", "2g", "-c", sql], dir.path());
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), format!("groups,top\n{},1008.0", n * n));
+}
