@@ -100,6 +100,9 @@ pub struct FileRef {
     pub max_dataset_cells: u64,
     #[prost(uint64, tag = "8")]
     pub max_axis_positions: u64,
+    /// The file's modification time (ns since 1970) when the plan was made.
+    #[prost(int64, optional, tag = "9")]
+    pub modified_ns: Option<i64>,
 }
 
 /// `tet_datasets()` (no `chunks`) or `tet_chunks()` (`chunks`, of `dataset` or of all).
@@ -272,6 +275,7 @@ fn source_ref(source: &TetSource) -> FileRef {
         dataset: String::new(),
         len: v.len,
         e_tag: v.e_tag,
+        modified_ns: v.modified_ns,
         ..FileRef::default()
     }
 }
@@ -289,6 +293,7 @@ fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
     source.check_version(&SourceVersion {
         len: f.len,
         e_tag: f.e_tag.clone(),
+        modified_ns: f.modified_ns,
     })?;
     Ok(source)
 }

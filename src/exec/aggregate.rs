@@ -19,7 +19,6 @@ use super::fold::{
     fold_value, fold_weighted_run,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, decode_tile, feed_payloads};
 use super::program::{BLOCK, Lane, Program, Scratch, Ty};
@@ -37,6 +36,7 @@ use datafusion::common::Column;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, cast};
 use datafusion::physical_expr::PhysicalExpr;

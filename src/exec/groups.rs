@@ -124,7 +124,11 @@ impl GroupIndex {
 
     /// Bytes held by the per-position ids.
     pub fn held_bytes(&self) -> usize {
-        self.ids.iter().flatten().map(|m| std::mem::size_of_val(m.as_slice())).sum()
+        self.ids
+            .iter()
+            .flatten()
+            .map(|m| std::mem::size_of_val(m.as_slice()))
+            .sum()
     }
 
     /// The group offset of position `pos` of axis `d` (0 when `d` is not grouped).

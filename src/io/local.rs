@@ -23,6 +23,12 @@ pub struct LocalPin {
 }
 
 impl LocalPin {
+    /// The modification time in nanoseconds since 1970, when the platform reports one.
+    pub fn modified_ns(&self) -> Option<i64> {
+        let t = self.modified?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        i64::try_from(t.as_nanos()).ok()
+    }
+
     /// The pin of the file at `path` now.
     pub fn of_path(path: &Path) -> Result<LocalPin, FormatError> {
         Ok(Self::of(&std::fs::metadata(path)?))

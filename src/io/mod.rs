@@ -68,15 +68,19 @@ pub struct Fetched {
     pub bytes_fetched: u64,
 }
 
-/// Which version of a file a plan was made for: its length and, for object stores, the
-/// ETag it was opened with. Plans shipped to other processes (Ballista) carry it, and the
-/// file reopened there must match.
+/// Which version of a file a plan was made for: its length, its modification time and,
+/// for object stores, the ETag it was opened with. Plans shipped to other processes
+/// (Ballista) carry it, and the file reopened there must match.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SourceVersion {
     /// File length in bytes.
     pub len: u64,
     /// The object's ETag (`None` for local files and stores without ETags).
     pub e_tag: Option<String>,
+    /// Modification time in nanoseconds since 1970 (a local file's mtime, an object's
+    /// last-modified), when known.
+    #[serde(default)]
+    pub modified_ns: Option<i64>,
 }
 
 /// The URL of `location` when it names an object store rather than a local file.
@@ -205,6 +209,10 @@ impl TetSource {
                 Backing::Remote(r) => r.e_tag().map(str::to_owned),
                 Backing::Local(_) => None,
             },
+            modified_ns: match &self.backing {
+                Backing::Remote(r) => r.modified_ns(),
+                Backing::Local(l) => l.pin().modified_ns(),
+            },
         }
     }
 
@@ -216,11 +224,17 @@ impl TetSource {
         }
         Err(FormatError::Changed {
             detail: format!(
-                "the plan was made for {} bytes{}, the file now has {} bytes{}",
+                "the plan was made for {} bytes{}{}, the file now has {} bytes{}{}",
                 want.len,
                 want.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
+                want.modified_ns
+                    .map(|t| format!(" modified at {t} ns"))
+                    .unwrap_or_default(),
                 have.len,
                 have.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
+                have.modified_ns
+                    .map(|t| format!(" modified at {t} ns"))
+                    .unwrap_or_default(),
             ),
         }
         .in_file(&self.location))
@@ -247,6 +261,16 @@ impl TetSource {
             Backing::Remote(r) => r.resolve(f).await,
         }
         .map_err(|e| e.in_file(&self.location))
+    }
+
+    /// Object stores: fetch the metadata `spans` (e.g. every chunk of a coordinate
+    /// variable) that are not fetched yet, coalesced into few requests, for later
+    /// [`TetSource::resolve`] calls. Nothing to do for local files.
+    pub async fn prefetch(&self, spans: &[Range<u64>]) -> Result<(), FormatError> {
+        match &self.backing {
+            Backing::Local(_) => Ok(()),
+            Backing::Remote(r) => r.prefetch(spans).await.map_err(|e| e.in_file(&self.location)),
+        }
     }
 
     /// The stored bytes of `spans`: slices of the mmap for local files; for object stores,

@@ -12,6 +12,7 @@ use crate::format::{FormatError, ReadAt};
 use bytes::Bytes;
 use datafusion::object_store::path::Path;
 use datafusion::object_store::{GetOptions, GetRange, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt};
+use futures::{StreamExt, TryStreamExt};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -23,6 +24,10 @@ pub const OPEN_READ: u64 = 64 * 1024;
 
 /// The largest metadata region (index, spill, coordinate variable) fetched on demand.
 const MAX_METADATA_FETCH: u64 = 1 << 30;
+
+/// Servers that ignore `Range` (answering 200 with the whole object) are read whole at open
+/// up to this size, and refused above it: 8 MiB.
+pub const MAX_WHOLE_READ: u64 = 8 << 20;
 
 /// How many on-demand fetches one metadata parse may trigger before giving up.
 const MAX_METADATA_ROUNDS: usize = 16;
@@ -57,6 +62,12 @@ pub struct RemoteFile {
     path: Path,
     size: u64,
     e_tag: Option<String>,
+    /// The object's metadata when opened (its modification time is the version when there
+    /// is no ETag).
+    opened: ObjectMeta,
+    /// True when the server ignored `Range` and the whole object was read at open: every
+    /// read is then served from that copy.
+    whole: bool,
     /// Metadata bytes fetched so far, sorted by offset (pieces may overlap).
     pieces: RwLock<Vec<(u64, Bytes)>>,
     counters: Arc<FetchCounters>,
@@ -80,11 +91,24 @@ impl RemoteFile {
                 counters.add(1, out.1.1.len() as u64);
                 out
             }
-            // Some servers answer a range covering the whole (small) object with 200 and
-            // the whole body, which object_store refuses: read the object whole instead.
-            Err(e) if e.to_string().contains("non-partial") => {
+            // Servers that ignore `Range` answer 200 with the whole body, which object_store
+            // refuses: read a small object whole instead, refuse a large one.
+            Err(e) if ignores_range(&e) => {
+                let meta = Self::head(&store, &path).await?;
+                if meta.size > MAX_WHOLE_READ {
+                    return Err(FormatError::invalid(
+                        "object store",
+                        "Range",
+                        format!(
+                            "the server ignores Range requests (it answered a range with the whole object), and the \
+                             object is {} bytes: objects of up to {MAX_WHOLE_READ} bytes are read whole from such \
+                             servers, larger ones need a server that answers ranges",
+                            meta.size
+                        ),
+                    ));
+                }
                 let out = whole().await?;
-                counters.add(2, out.1.1.len() as u64);
+                counters.add(3, out.1.1.len() as u64);
                 out
             }
             // Azure has no suffix ranges: learn the size first, then read the end.
@@ -114,6 +138,8 @@ impl RemoteFile {
             path,
             size: meta.size,
             e_tag: meta.e_tag.clone(),
+            opened: meta.clone(),
+            whole: tail.0 == 0 && tail.1.len() as u64 == meta.size,
             pieces: RwLock::new(vec![]),
             counters,
         };
@@ -143,9 +169,17 @@ impl RemoteFile {
             .map_err(|e| fetch_err("reading the object's metadata", e))
     }
 
-    /// True when `meta` describes the object as it was opened.
+    /// True when `meta` describes the object as it was opened: same size and ETag, and,
+    /// for a store without ETags, the same modification time.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        meta.size == self.size && meta.e_tag == self.e_tag
+        meta.size == self.size
+            && meta.e_tag == self.e_tag
+            && (self.e_tag.is_some() || meta.last_modified == self.opened.last_modified)
+    }
+
+    /// The object's modification time when opened, in nanoseconds since 1970.
+    pub fn modified_ns(&self) -> Option<i64> {
+        self.opened.last_modified.timestamp_nanos_opt()
     }
 
     /// The object's size when opened.
@@ -168,19 +202,30 @@ impl RemoteFile {
         &self.counters
     }
 
-    /// Fetch bytes `range` of the version opened (one request).
+    /// Fetch bytes `range` of the version opened (one request; none when the whole object
+    /// was read at open). The request is conditional on the ETag seen at open, or without
+    /// one on the modification time.
     pub async fn get(&self, range: Range<u64>) -> Result<Bytes, FormatError> {
         let what = || format!("reading bytes {}..{}", range.start, range.end);
+        if self.whole
+            && let Some(b) = self.cached(range.start, range.end.saturating_sub(range.start))
+        {
+            return Ok(b);
+        }
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             if_match: self.e_tag.clone(),
+            if_unmodified_since: self.e_tag.is_none().then_some(self.opened.last_modified),
             ..Default::default()
         };
         let res = match self.store.get_opts(&self.path, opts).await {
             Ok(r) => r,
             Err(datafusion::object_store::Error::Precondition { .. }) => {
                 return Err(FormatError::Changed {
-                    detail: format!("its ETag is no longer {}", self.e_tag.as_deref().unwrap_or("-")),
+                    detail: match &self.e_tag {
+                        Some(e) => format!("its ETag is no longer {e}"),
+                        None => format!("it was modified after {}", self.opened.last_modified),
+                    },
                 });
             }
             Err(e) => return Err(fetch_err(&what(), e)),
@@ -226,6 +271,29 @@ impl RemoteFile {
             let piece_end = *o + b.len() as u64;
             (*o <= offset && end <= piece_end).then(|| b.slice((offset - o) as usize..(end - o) as usize))
         })
+    }
+
+    /// Fetch the metadata `spans` not fetched yet: joined when closer than [`OPEN_READ`],
+    /// requests of at most `MAX_METADATA_FETCH` bytes, eight at a time.
+    pub async fn prefetch(&self, spans: &[Range<u64>]) -> Result<(), FormatError> {
+        let missing: Vec<Range<u64>> = spans
+            .iter()
+            .filter(|s| s.end > s.start && self.cached(s.start, s.end - s.start).is_none())
+            .cloned()
+            .collect();
+        let (requests, _) = super::fetch::coalesce(&missing, OPEN_READ, MAX_METADATA_FETCH);
+        let bodies: Vec<(u64, Bytes)> = futures::stream::iter(
+            requests
+                .into_iter()
+                .map(|r| async move { self.get(r.clone()).await.map(|b| (r.start, b)) }),
+        )
+        .buffered(8)
+        .try_collect()
+        .await?;
+        for (offset, body) in bodies {
+            self.insert(offset, body);
+        }
+        Ok(())
     }
 
     /// Run the synchronous parse `f` over the metadata bytes, fetching whatever range it
@@ -321,6 +389,13 @@ async fn read_response(res: GetResult, what: &str) -> Result<(ObjectMeta, (u64, 
     let start = res.range.start;
     let body = res.bytes().await.map_err(|e| fetch_err(what, e))?;
     Ok((meta, (start, body)))
+}
+
+/// Whether `e` is object_store's answer to a server that ignored a `Range` header (status
+/// 200 with the whole body).
+fn ignores_range(e: &datafusion::object_store::Error) -> bool {
+    let m = e.to_string();
+    m.contains("non-partial") || m.contains("Range request not supported")
 }
 
 fn fetch_err(what: &str, e: datafusion::object_store::Error) -> FormatError {

@@ -74,37 +74,58 @@ impl Axis {
     }
 }
 
+/// The coordinate variable whose values axis `d` (named `name`) of `ds` takes: a 1-D
+/// dataset of the same file named like the axis, of the axis' length and at most
+/// `MAX_COORD_BYTES`.
+fn coordinate_variable<'a>(file: &'a TetFile, ds: &Dataset, d: usize, name: &str) -> Option<&'a Dataset> {
+    let extent = ds.shape()[d];
+    file.datasets
+        .iter()
+        .find(|c| c.id != ds.id && c.name() == name && c.ndim() == 1 && c.shape()[0] == extent)
+        .filter(|c| c.record.cell_count * c.dtype().size() as u64 <= MAX_COORD_BYTES)
+}
+
+/// The stored spans of every chunk of the coordinate variables [`axes_of`] reads for
+/// `ds`, so that an object store file can fetch them together before the axes are built.
+pub fn coordinate_spans(file: &TetFile, ds: &Dataset) -> Vec<std::ops::Range<u64>> {
+    let mut spans = Vec::new();
+    for (d, name) in ds.dim_names().iter().enumerate() {
+        if let Some(cv) = coordinate_variable(file, ds, d, name) {
+            spans.extend(cv.chunk_rows.iter().map(|&row| {
+                let e = &file.chunks[row as usize];
+                e.payload_offset..e.payload_end()
+            }));
+        }
+    }
+    spans
+}
+
 /// Build the axes of `ds`.
 pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<Axis>, FormatError> {
     let names = ds.dim_names();
     let mut out = Vec::with_capacity(ds.ndim());
     for (d, name) in names.into_iter().enumerate() {
         let extent = ds.shape()[d];
-        let coord_var = file
-            .datasets
-            .iter()
-            .find(|c| c.id != ds.id && c.name() == name && c.ndim() == 1 && c.shape()[0] == extent);
-        let (src, values, attrs) =
-            if let Some(cv) = coord_var.filter(|c| c.record.cell_count * c.dtype().size() as u64 <= MAX_COORD_BYTES) {
-                let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
-                (
-                    AxisSource::CoordinateVariable(cv.name().to_owned()),
-                    Some(array_from_le(cv.dtype(), Buffer::from_vec(raw), None)),
-                    cv.meta.attrs.clone(),
-                )
+        let (src, values, attrs) = if let Some(cv) = coordinate_variable(file, ds, d, &name) {
+            let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
+            (
+                AxisSource::CoordinateVariable(cv.name().to_owned()),
+                Some(array_from_le(cv.dtype(), Buffer::from_vec(raw), None)),
+                cv.meta.attrs.clone(),
+            )
+        } else {
+            // A 1-D dataset's own axis (a coordinate variable read as a table) carries
+            // the dataset's attributes.
+            let attrs = if ds.ndim() == 1 && ds.name() == name {
+                ds.meta.attrs.clone()
             } else {
-                // A 1-D dataset's own axis (a coordinate variable read as a table) carries
-                // the dataset's attributes.
-                let attrs = if ds.ndim() == 1 && ds.name() == name {
-                    ds.meta.attrs.clone()
-                } else {
-                    BTreeMap::new()
-                };
-                match ds.labels(d) {
-                    Some(labels) => (AxisSource::Labels, Some(typed_labels(labels)), attrs),
-                    None => (AxisSource::Position, None, attrs),
-                }
+                BTreeMap::new()
             };
+            match ds.labels(d) {
+                Some(labels) => (AxisSource::Labels, Some(typed_labels(labels)), attrs),
+                None => (AxisSource::Position, None, attrs),
+            }
+        };
         let values = match values {
             Some(v) if v.data_type().is_numeric() => Some(match CfTime::from_attrs(&attrs) {
                 Ok(Some(t)) => t.decode(&v),

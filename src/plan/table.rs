@@ -1,7 +1,7 @@
 //! [`TableModel`]: the table a dataset presents — one column per axis, then the value
 //! column — and the statistics of a selection of it.
 
-use super::axes::{Axis, axes_of};
+use super::axes::{Axis, axes_of, coordinate_spans};
 use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
 use super::values::{VALUE_COLUMN, arrow_type};
@@ -47,6 +47,8 @@ impl TableModel {
     pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
         let ds = Self::pick(&source, dataset)?;
         let file = source.file.clone();
+        // Every chunk of the coordinate variables at once (coalesced), not one per parse.
+        source.prefetch(&coordinate_spans(&file, &file.datasets[ds])).await?;
         let axes = source.resolve(|r| axes_of(r, &file, &file.datasets[ds])).await?;
         Self::build(source, ds, axes)
     }

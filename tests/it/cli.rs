@@ -207,7 +207,8 @@ fn memory_limit_refuses_a_fold_that_needs_more() {
     let n = 2048u64;
     let data: Vec<u8> = (0..n * n).flat_map(|i| ((i % 1009) as f32).to_le_bytes()).collect();
     let mut w = TetWriter::new();
-    w.dataset(DatasetSpec::new("v", DType::F32, &[n, n], &[512, 512], &data)).unwrap();
+    w.dataset(DatasetSpec::new("v", DType::F32, &[n, n], &[512, 512], &data))
+        .unwrap();
     w.write_path(dir.path().join("g.tet")).unwrap();
     let sql = "SELECT count(*) AS groups, max(a) AS top FROM \
                (SELECT dim_0, dim_1, avg(v) AS a FROM tet('g.tet') GROUP BY dim_0, dim_1)";

@@ -2,18 +2,28 @@
 //! serves one object (HEAD, GET, `Range: bytes=a-b` and `bytes=-n`, ETag), and while
 //! `truncations` is positive each ranged GET sends its headers and half its body, then
 //! closes the connection. Used for the "server closes mid-read" faults, which no
-//! well-behaved real server produces on demand.
+//! well-behaved real server produces on demand. It can also behave like simpler servers:
+//! ignore `Range` (answer 200 with the whole object, as Python's `http.server` does), or
+//! send no ETag (only `Last-Modified`, honouring `If-Unmodified-Since`); and its object can
+//! be replaced.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// The server's shared state.
 #[derive(Debug)]
 pub struct Faulty {
     pub url: String,
-    body: Vec<u8>,
+    body: RwLock<Vec<u8>>,
+    /// The object's `Last-Modified`.
+    modified: RwLock<String>,
+    /// Answer every GET with the whole object (status 200).
+    pub ignore_range: AtomicBool,
+    /// Send no ETag.
+    pub no_etag: AtomicBool,
     /// Ranged GETs still to cut short.
     pub truncations: AtomicI64,
     /// Requests answered (any method).
@@ -26,7 +36,10 @@ pub fn serve(body: Vec<u8>) -> Arc<Faulty> {
     let port = listener.local_addr().unwrap().port();
     let state = Arc::new(Faulty {
         url: format!("http://127.0.0.1:{port}/file.tet"),
-        body,
+        body: RwLock::new(body),
+        modified: RwLock::new("Sun, 29 Nov 2026 00:00:00 GMT".into()),
+        ignore_range: AtomicBool::new(false),
+        no_etag: AtomicBool::new(false),
         truncations: AtomicI64::new(0),
         requests: AtomicU64::new(0),
     });
@@ -42,6 +55,14 @@ pub fn serve(body: Vec<u8>) -> Arc<Faulty> {
     state
 }
 
+impl Faulty {
+    /// Replace the object by `body`, modified at `modified` (an HTTP date).
+    pub fn replace(&self, body: Vec<u8>, modified: &str) {
+        *self.body.write().unwrap() = body;
+        *self.modified.write().unwrap() = modified.to_string();
+    }
+}
+
 fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = conn;
@@ -49,24 +70,47 @@ fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
     reader.read_line(&mut line)?;
     let method = line.split_whitespace().next().unwrap_or("").to_string();
     let mut range = None;
+    let mut unmodified_since = None;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h)? == 0 || h == "\r\n" {
             break;
         }
-        if let Some((k, v)) = h.split_once(':')
-            && k.eq_ignore_ascii_case("range")
-        {
-            range = Some(v.trim().trim_start_matches("bytes=").to_string());
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("range") {
+                range = Some(v.trim().trim_start_matches("bytes=").to_string());
+            } else if k.eq_ignore_ascii_case("if-unmodified-since") {
+                unmodified_since = Some(v.trim().to_string());
+            }
         }
     }
     s.requests.fetch_add(1, Ordering::SeqCst);
-    let size = s.body.len() as u64;
-    let common = "ETag: \"v1\"\r\nLast-Modified: Sun, 29 Nov 2026 00:00:00 GMT\r\nConnection: close\r\n";
+    let body = s.body.read().unwrap().clone();
+    let modified = s.modified.read().unwrap().clone();
+    let size = body.len() as u64;
+    let etag = if s.no_etag.load(Ordering::SeqCst) {
+        String::new()
+    } else {
+        format!(
+            "ETag: \"v{size}-{}\"\r\n",
+            modified.len() + modified.bytes().map(u64::from).sum::<u64>() as usize
+        )
+    };
+    let common = format!("{etag}Last-Modified: {modified}\r\nConnection: close\r\n");
+    if unmodified_since.as_ref().is_some_and(|t| *t != modified) {
+        write!(
+            out,
+            "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n{common}\r\n"
+        )?;
+        return Ok(());
+    }
+    if s.ignore_range.load(Ordering::SeqCst) {
+        range = None;
+    }
     let Some(spec) = range else {
         write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{common}\r\n")?;
         if method != "HEAD" {
-            out.write_all(&s.body)?;
+            out.write_all(&body)?;
         }
         return Ok(());
     };
@@ -77,7 +121,7 @@ fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
         (None, Some(n)) => (size.saturating_sub(n), size),
         _ => (0, size),
     };
-    let part = &s.body[start as usize..end as usize];
+    let part = &body[start as usize..end as usize];
     write!(
         out,
         "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{size}\r\n{common}\r\n",

@@ -616,3 +616,105 @@ async fn azure_blob_storage_through_azurite() {
         assert_eq!(out.trim(), "n,m\n600,59999.0", "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinate_variable_of_many_chunks_opens_in_a_few_requests() {
+    let Some(moto) = servers::moto() else { return };
+    // 25 chunks of 128 KiB each (more than one parse round fetches, and more rounds than
+    // a parse may take): fetched together, coalesced, before the axes are built.
+    let n = 25 * 16384u64;
+    let time: Vec<u8> = (0..n).flat_map(|i| (i as f64 * 0.25).to_le_bytes()).collect();
+    let data: Vec<u8> = (0..n * 2).flat_map(|i| ((i % 89) as f32).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("temp", DType::F32, &[n, 2], &[16384, 2], &data).dim_names(&["time", "x"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("time", DType::F64, &[n], &[16384], &time).dim_names(&["time"]))
+        .unwrap();
+    let bytes = w.to_bytes().unwrap();
+    let dir = tempdir();
+    let local = dir.path().join("c.tet");
+    std::fs::write(&local, &bytes).unwrap();
+    let store = bucket(moto, "coords", &[("c.tet", bytes)]).await;
+    let ctx = ctx();
+    register(&ctx, "s3://coords", store.clone());
+    ctx.sql("CREATE EXTERNAL TABLE c STORED AS TET LOCATION 's3://coords/c.tet' OPTIONS ('tet.dataset' 'temp')")
+        .await
+        .unwrap();
+    let (requests, _, fetched) = store.snapshot();
+    // End, start, then the 3.2 MiB of the coordinate variable (8 MiB requests at most).
+    assert!(requests <= 6, "opening took {requests} requests");
+    assert!(fetched < 4 << 20, "opening fetched {fetched} bytes");
+    let q = "SELECT max(time) AS t, count(*) AS n, sum(v) AS s FROM {} WHERE time BETWEEN 1000 AND 2000.5";
+    let want = rows(&ctx, &q.replace("{}", &format!("tet('{}', 'temp')", local.display()))).await;
+    assert_eq!(want[0][0], Val::Float(2000.5));
+    assert_eq!(rows(&ctx, &q.replace("{}", "c")).await, want);
+}
+
+/// `f32` values `i · scale` in a `[n]` dataset of raw chunks of 1000 (same size for
+/// every `scale`).
+fn scaled(n: u64, scale: f32) -> Vec<u8> {
+    let data: Vec<u8> = (0..n).flat_map(|i| (i as f32 * scale).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::F32, &[n], &[1000], &data))
+        .unwrap();
+    w.to_bytes().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_that_ignore_range_are_read_whole_when_small_and_refused_when_large() {
+    // Small: read whole at open, then every read is served from that copy.
+    let server = faulty_http::serve(scaled(10_000, 1.0));
+    server.ignore_range.store(true, Ordering::SeqCst);
+    let origin = server.url.trim_end_matches("/file.tet").to_string();
+    let ctx = ctx();
+    register(&ctx, &origin, http(&origin));
+    let q = format!(
+        "SELECT sum(CAST(v AS DOUBLE)) AS s, count(*) AS n FROM tet('{}')",
+        server.url
+    );
+    let want = (0..10_000).map(|i| i as f64).sum::<f64>();
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(want), Val::Int(10_000)]]);
+    let after_open = server.requests.load(Ordering::SeqCst);
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(want), Val::Int(10_000)]]);
+    // A second query: one HEAD to revalidate, no reads.
+    assert!(server.requests.load(Ordering::SeqCst) - after_open <= 1);
+    // Large (more than 8 MiB): refused at open with a message that says why.
+    let big = faulty_http::serve(scaled(3_000_000, 1.0));
+    big.ignore_range.store(true, Ordering::SeqCst);
+    let origin = big.url.trim_end_matches("/file.tet").to_string();
+    register(&ctx, &origin, http(&origin));
+    let e = error_of(&ctx, &format!("SELECT count(*) FROM tet('{}')", big.url)).await;
+    assert!(e.contains("ignores Range") && e.contains(&big.url), "{e}");
+    assert!(big.requests.load(Ordering::SeqCst) <= 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_etags_a_same_size_replacement_is_found_by_its_modification_time() {
+    let server = faulty_http::serve(scaled(20_000, 1.0));
+    server.no_etag.store(true, Ordering::SeqCst);
+    let origin = server.url.trim_end_matches("/file.tet").to_string();
+    let ctx = ctx();
+    register(&ctx, &origin, http(&origin));
+    let q = format!("SELECT sum(CAST(v AS DOUBLE)) FROM tet('{}')", server.url);
+    let sum = |scale: f64| (0..20_000).map(|i| i as f64 * scale).sum::<f64>();
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(1.0))]]);
+    // Same size, other values, a later Last-Modified: the next query reads the new file.
+    let replacement = scaled(20_000, 2.0);
+    assert_eq!(replacement.len(), scaled(20_000, 1.0).len());
+    server.replace(replacement, "Mon, 30 Nov 2026 00:00:00 GMT");
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(2.0))]]);
+    // A table opened before a replacement: its range requests are conditional on the
+    // modification time it saw, and the query says the object changed.
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE f STORED AS TET LOCATION '{}'",
+        server.url
+    ))
+    .await
+    .unwrap();
+    server.replace(scaled(20_000, 3.0), "Tue, 01 Dec 2026 00:00:00 GMT");
+    let e = error_of(&ctx, "SELECT sum(CAST(v AS DOUBLE)) FROM f").await;
+    assert!(
+        e.contains("changed after it was opened") && e.contains(&server.url),
+        "{e}"
+    );
+}
