@@ -18,7 +18,7 @@ pub use local::{LocalFile, LocalPin};
 #[cfg(feature = "cloud")]
 pub use registry::EnvObjectStoreRegistry;
 pub use remote::{FetchCounters, OPEN_READ, RemoteFile};
-pub use source_cache::SourceCache;
+pub use source_cache::{DEFAULT_CACHE_BYTES, SourceCache};
 
 use crate::format::{FormatError, ReadAt, TetFile};
 use bytes::Bytes;
@@ -238,6 +238,24 @@ impl TetSource {
             ),
         }
         .in_file(&self.location))
+    }
+
+    /// Memory this source holds beyond its bytes' mapping: the parsed catalog (chunk rows,
+    /// lookup tables, zone maps: approximate) and, for object stores, the metadata bytes
+    /// fetched. The weight of an entry of the [`SourceCache`].
+    pub fn held_bytes(&self) -> u64 {
+        let f = &self.file;
+        let rows = f.chunks.len() as u64 * std::mem::size_of::<crate::format::ChunkEntry>() as u64;
+        let lookups: u64 = f
+            .datasets
+            .iter()
+            .map(|d| 4 * d.chunk_rows.len() as u64 + d.zones.as_ref().map_or(0, |z| 64 * z.len() as u64))
+            .sum();
+        let fetched = match &self.backing {
+            Backing::Remote(r) => r.fetched_bytes(),
+            Backing::Local(_) => 0,
+        };
+        rows + lookups + fetched
     }
 
     /// True when the bytes come from an object store.

@@ -85,6 +85,8 @@ impl RemoteFile {
             range: Some(GetRange::Suffix(OPEN_READ)),
             ..Default::default()
         };
+        // Set when the server ignores Range and the object is read whole.
+        let mut whole_copy = false;
         let (meta, tail) = match store.get_opts(&path, suffix).await {
             Ok(res) => {
                 let out = read_response(res, "reading the end of the object").await?;
@@ -109,6 +111,7 @@ impl RemoteFile {
                 }
                 let out = whole().await?;
                 counters.add(3, out.1.1.len() as u64);
+                whole_copy = true;
                 out
             }
             // Azure has no suffix ranges: learn the size first, then read the end.
@@ -139,7 +142,7 @@ impl RemoteFile {
             size: meta.size,
             e_tag: meta.e_tag.clone(),
             opened: meta.clone(),
-            whole: tail.0 == 0 && tail.1.len() as u64 == meta.size,
+            whole: whole_copy,
             pieces: RwLock::new(vec![]),
             counters,
         };
@@ -252,6 +255,12 @@ impl RemoteFile {
             });
         }
         Ok(body)
+    }
+
+    /// Metadata bytes fetched and kept so far.
+    pub fn fetched_bytes(&self) -> u64 {
+        let pieces = self.pieces.read().unwrap_or_else(|p| p.into_inner());
+        pieces.iter().map(|(_, b)| b.len() as u64).sum()
     }
 
     fn insert(&self, offset: u64, bytes: Bytes) {

@@ -236,7 +236,15 @@ async fn damaged_or_stale_plans_are_clear_errors() {
     // Another process of the same build on a changed file: refused, not misread.
     cube(&path, 60);
     expect(good.clone(), &["cube.tet", "changed"]);
+    // Written again with the same bytes: the same length, a later modification time, so
+    // still not the version planned; a new plan reads it.
     cube(&path, 64);
+    expect(good.clone(), &["cube.tet", "changed"]);
+    let good = our_node(
+        &pcodec,
+        physical(&ctx, &format!("SELECT v FROM {from} WHERE time < 1024")).await,
+    );
+    decode(&good).unwrap();
     // Our node's child must be the chunk-id feed.
     let e = pcodec
         .try_decode(&good, &[], &task, &DefaultPhysicalProtoConverter {})
