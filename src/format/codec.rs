@@ -66,13 +66,27 @@ fn precheck(row: usize, entry: &ChunkEntry, stored: &[u8]) -> Result<()> {
     }
 }
 
+/// The decoded length of chunk index row `row`, refused when it is above `max_decoded`
+/// (or beyond memory addressing): the one check of a tile's claimed size.
+pub(crate) fn decoded_len(row: usize, entry: &ChunkEntry, max_decoded: u64) -> Result<usize> {
+    usize::try_from(entry.raw_byte_len)
+        .ok()
+        .filter(|_| entry.raw_byte_len <= max_decoded)
+        .ok_or(FormatError::TooLarge {
+            region: format!("chunk index row {row}"),
+            what: "decoded tile",
+            size: entry.raw_byte_len,
+            limit: max_decoded,
+        })
+}
+
 /// Decode the stored bytes of chunk index row `row`: the one decode entry point.
 ///
 /// Raw chunks are borrowed as they are (after checking their length); zstd chunks are
-/// refused when `raw_byte_len` is above `max_decoded` (nothing is allocated from a claim
-/// above the caller's limit), checked with [`precheck`] before a buffer of
-/// `raw_byte_len` bytes is allocated, then decoded into it with [`zstd_into`], which
-/// never writes past that buffer.
+/// refused when `raw_byte_len` is above `max_decoded` ([`decoded_len`]: nothing is
+/// allocated from a claim above the caller's limit), checked with [`precheck`] before a
+/// buffer of `raw_byte_len` bytes is reserved, then decoded into it with [`zstd_into`],
+/// which never writes past that buffer.
 pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8], max_decoded: u64) -> Result<Cow<'a, [u8]>> {
     match entry.codec {
         Codec::Raw => {
@@ -92,15 +106,7 @@ pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8], max_decoded:
         Codec::Zstd => {
             // raw_byte_len was validated against the tile geometry at open time; it may
             // still claim more than the caller will hold.
-            let len = usize::try_from(entry.raw_byte_len)
-                .ok()
-                .filter(|_| entry.raw_byte_len <= max_decoded)
-                .ok_or(FormatError::TooLarge {
-                    region: format!("chunk index row {row}"),
-                    what: "decoded tile",
-                    size: entry.raw_byte_len,
-                    limit: max_decoded,
-                })?;
+            let len = decoded_len(row, entry, max_decoded)?;
             precheck(row, entry, stored)?;
             let mut out = Vec::new();
             out.try_reserve_exact(len).map_err(|e| FormatError::Decode {

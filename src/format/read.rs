@@ -18,14 +18,8 @@ impl TetFile {
         max_bytes: u64,
     ) -> Result<Vec<u8>> {
         let (row, e) = self.chunk(ds, linear);
-        if e.raw_byte_len > max_bytes {
-            return Err(FormatError::TooLarge {
-                region: format!("chunk index row {row}"),
-                what: "decoded tile",
-                size: e.raw_byte_len,
-                limit: max_bytes,
-            });
-        }
+        // Raw chunks too: their stored bytes are read into a buffer here.
+        codec::decoded_len(row, e, max_bytes)?;
         let stored = read_region(src, "chunk payload", e.payload_offset, e.stored_byte_len)?;
         Ok(codec::decode(row, e, &stored, max_bytes)?.into_owned())
     }

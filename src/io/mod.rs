@@ -83,6 +83,20 @@ pub struct SourceVersion {
     pub modified_ns: Option<i64>,
 }
 
+/// `N bytes (ETag e) modified at T ns`, the parts that are known.
+impl std::fmt::Display for SourceVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.len)?;
+        if let Some(e) = &self.e_tag {
+            write!(f, " (ETag {e})")?;
+        }
+        if let Some(t) = self.modified_ns {
+            write!(f, " modified at {t} ns")?;
+        }
+        Ok(())
+    }
+}
+
 /// The URL of `location` when it names an object store rather than a local file.
 pub fn remote_url(location: &str) -> Result<Option<url::Url>, FormatError> {
     if location.starts_with("file://") || !location.contains("://") {
@@ -119,9 +133,8 @@ impl TetSource {
     }
 
     /// [`TetSource::open`] through `cache` (synchronous: a local file needs no network): a
-    /// file opened before is reused while its
-    /// length, modification time and inode are unchanged (one `stat`), and reopened
-    /// otherwise.
+    /// file opened before is reused while its length, modification time and inode are
+    /// unchanged (one `stat`), and reopened otherwise.
     pub fn open_local(cache: Option<&SourceCache>, location: &str) -> Result<Arc<TetSource>, FormatError> {
         let Some(cache) = cache else {
             return TetSource::open(location);
@@ -223,19 +236,7 @@ impl TetSource {
             return Ok(());
         }
         Err(FormatError::Changed {
-            detail: format!(
-                "the plan was made for {} bytes{}{}, the file now has {} bytes{}{}",
-                want.len,
-                want.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
-                want.modified_ns
-                    .map(|t| format!(" modified at {t} ns"))
-                    .unwrap_or_default(),
-                have.len,
-                have.e_tag.as_ref().map(|e| format!(" (ETag {e})")).unwrap_or_default(),
-                have.modified_ns
-                    .map(|t| format!(" modified at {t} ns"))
-                    .unwrap_or_default(),
-            ),
+            detail: format!("the plan was made for {want}, the file now has {have}"),
         }
         .in_file(&self.location))
     }

@@ -3,6 +3,7 @@
 
 use super::selection::AxisSelection;
 use super::table::TableModel;
+use super::value_range::Number;
 use super::values::VALUE_COLUMN;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::DataType;
@@ -96,37 +97,12 @@ pub fn resolve(table: &TableModel, session: &dyn Session, d: usize, expr: &Expr)
     Ok(AxisSelection::from_sorted_ranges(axis.extent, ranges))
 }
 
-/// A constant a position is compared with: an integer, or a finite or infinite float.
-#[derive(Debug, Clone, Copy)]
-enum Constant {
-    Int(i128),
-    Float(f64),
-}
-
-impl Constant {
-    fn of(e: &Expr) -> Option<Constant> {
-        let Expr::Literal(v, _) = e else { return None };
-        Some(match v {
-            ScalarValue::Int8(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::Int16(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::Int32(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::Int64(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::UInt8(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::UInt16(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::UInt32(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::UInt64(Some(x)) => Constant::Int(*x as i128),
-            ScalarValue::Float64(Some(x)) if !x.is_nan() => Constant::Float(*x),
-            ScalarValue::Float32(Some(x)) if !x.is_nan() => Constant::Float(*x as f64),
-            _ => return None,
-        })
-    }
-
-    /// The smallest integer ≥ and the largest integer ≤ the constant (saturating).
-    fn ceil_floor(self) -> (i128, i128) {
-        match self {
-            Constant::Int(k) => (k, k),
-            Constant::Float(f) => (f.ceil() as i128, f.floor() as i128),
-        }
+/// The smallest integer ≥ and the largest integer ≤ `c` (saturating); `None` for NaN.
+fn ceil_floor(c: Number) -> Option<(i128, i128)> {
+    match c {
+        Number::Int(k) => Some((k, k)),
+        Number::Float(f) if f.is_nan() => None,
+        Number::Float(f) => Some((f.ceil() as i128, f.floor() as i128)),
     }
 }
 
@@ -143,8 +119,8 @@ fn is_position(e: &Expr, extent: u64) -> bool {
 }
 
 /// Positions `p` of `0..extent` with `p op c`.
-fn compare(op: Operator, c: Constant, extent: u64) -> Option<AxisSelection> {
-    let (ceil, floor) = c.ceil_floor();
+fn compare(op: Operator, c: Number, extent: u64) -> Option<AxisSelection> {
+    let (ceil, floor) = ceil_floor(c)?;
     let at = |x: i128| x.clamp(0, extent as i128) as u64;
     let range = |lo: i128, hi: i128| AxisSelection::from_sorted_ranges(extent, [(at(lo), at(hi))]);
     Some(match op {
@@ -171,8 +147,8 @@ pub fn intervals(e: &Expr, extent: u64) -> Option<AxisSelection> {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
             Operator::And => Some(intervals(left, extent)?.intersect(&intervals(right, extent)?)),
             Operator::Or => Some(intervals(left, extent)?.union(&intervals(right, extent)?)),
-            _ if is_position(left, extent) => compare(*op, Constant::of(right)?, extent),
-            _ if is_position(right, extent) => compare(op.swap()?, Constant::of(left)?, extent),
+            _ if is_position(left, extent) => compare(*op, Number::of(right)?, extent),
+            _ if is_position(right, extent) => compare(op.swap()?, Number::of(left)?, extent),
             _ => None,
         },
         Expr::Not(x) => Some(intervals(x, extent)?.complement()),
@@ -182,9 +158,9 @@ pub fn intervals(e: &Expr, extent: u64) -> Option<AxisSelection> {
             low,
             high,
         }) if is_position(expr, extent) => {
-            let inside = compare(Operator::GtEq, Constant::of(low)?, extent)?.intersect(&compare(
+            let inside = compare(Operator::GtEq, Number::of(low)?, extent)?.intersect(&compare(
                 Operator::LtEq,
-                Constant::of(high)?,
+                Number::of(high)?,
                 extent,
             )?);
             Some(if *negated { inside.complement() } else { inside })
@@ -192,7 +168,7 @@ pub fn intervals(e: &Expr, extent: u64) -> Option<AxisSelection> {
         Expr::InList(InList { expr, list, negated }) if is_position(expr, extent) => {
             let mut any = AxisSelection::none(extent);
             for c in list {
-                any = any.union(&compare(Operator::Eq, Constant::of(c)?, extent)?);
+                any = any.union(&compare(Operator::Eq, Number::of(c)?, extent)?);
             }
             Some(if *negated { any.complement() } else { any })
         }

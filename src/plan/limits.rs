@@ -46,56 +46,44 @@ impl Default for Limits {
     }
 }
 
-/// The error of a claim above a limit: DataFusion's "resources exhausted", naming the
-/// file, what was claimed, the limit and the option that raises it.
-fn exceeded(location: &str, what: String, size: u64, limit: u64, option: &str) -> DataFusionError {
-    DataFusionError::ResourcesExhausted(format!(
-        "{location}: {what} is {size}, above {option} = {limit}; raise it with SET {option} = <n> if this is intended"
-    ))
+/// `Ok` when `size` is within `limit`; otherwise DataFusion's "resources exhausted" error,
+/// naming the file, what was claimed (`what`, made only then), the limit and the option
+/// that raises it.
+fn within(location: &str, what: impl FnOnce() -> String, size: u64, limit: u64, option: &str) -> Result<()> {
+    if size <= limit {
+        return Ok(());
+    }
+    Err(DataFusionError::ResourcesExhausted(format!(
+        "{location}: {} is {size}, above {option} = {limit}; raise it with SET {option} = <n> if this is intended",
+        what()
+    )))
 }
 
 impl Limits {
     /// Check a tile of `bytes` (decoded, or fetched) of dataset `dataset` against
     /// [`Limits::max_tile_bytes`].
     pub fn check_tile(&self, location: &str, dataset: &str, chunk: u64, bytes: u64) -> Result<()> {
-        if bytes <= self.max_tile_bytes {
-            return Ok(());
-        }
-        Err(exceeded(
-            location,
-            format!("dataset {dataset:?}: the tile of chunk {chunk} in bytes"),
-            bytes,
-            self.max_tile_bytes,
-            "tet.max_tile_bytes",
-        ))
+        let what = || format!("dataset {dataset:?}: the tile of chunk {chunk} in bytes");
+        within(location, what, bytes, self.max_tile_bytes, "tet.max_tile_bytes")
     }
 
     /// Check the cell count of dataset `dataset` against [`Limits::max_dataset_cells`].
     pub fn check_cells(&self, location: &str, dataset: &str, shape: &[u64], cells: u64) -> Result<()> {
-        if cells <= self.max_dataset_cells.min(MAX_TABLE_CELLS) {
-            return Ok(());
-        }
-        Err(exceeded(
-            location,
-            format!("dataset {dataset:?}: the cell count of shape {shape:?}"),
-            cells,
-            self.max_dataset_cells.min(MAX_TABLE_CELLS),
-            "tet.max_dataset_cells",
-        ))
+        let what = || format!("dataset {dataset:?}: the cell count of shape {shape:?}");
+        let limit = self.max_dataset_cells.min(MAX_TABLE_CELLS);
+        within(location, what, cells, limit, "tet.max_dataset_cells")
     }
 
     /// Check that `positions` positions of axis `axis` may be evaluated one by one for
     /// `why` (e.g. "the group key") against [`Limits::max_axis_positions`].
     pub fn check_axis(&self, location: &str, axis: &str, why: &str, positions: u64) -> Result<()> {
-        if positions <= self.max_axis_positions {
-            return Ok(());
-        }
-        Err(exceeded(
+        let what = || format!("{why} over axis {axis:?} evaluates each position; the positions to evaluate");
+        within(
             location,
-            format!("{why} over axis {axis:?} evaluates each position; the positions to evaluate"),
+            what,
             positions,
             self.max_axis_positions,
             "tet.max_axis_positions",
-        ))
+        )
     }
 }

@@ -118,22 +118,45 @@ pub fn value_range(table: &TableModel, e: &Expr) -> Option<KeyRange> {
     range_of(e, &table.value_type())
 }
 
-fn constant(e: &Expr) -> Option<f64> {
-    let Expr::Literal(v, _) = e else { return None };
-    match v {
-        ScalarValue::Float64(Some(x)) => Some(*x),
-        ScalarValue::Float32(Some(x)) => Some(*x as f64),
-        ScalarValue::Float16(Some(x)) => Some(x.to_f64()),
-        ScalarValue::Int8(Some(x)) => Some(*x as f64),
-        ScalarValue::Int16(Some(x)) => Some(*x as f64),
-        ScalarValue::Int32(Some(x)) => Some(*x as f64),
-        ScalarValue::Int64(Some(x)) => Some(*x as f64),
-        ScalarValue::UInt8(Some(x)) => Some(*x as f64),
-        ScalarValue::UInt16(Some(x)) => Some(*x as f64),
-        ScalarValue::UInt32(Some(x)) => Some(*x as f64),
-        ScalarValue::UInt64(Some(x)) => Some(*x as f64),
-        _ => None,
+/// A numeric constant of an expression: integers exactly, floats as they are (NaN
+/// included). Comparisons of `v` use it as f64; axis filters of positions as integers.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Number {
+    Int(i128),
+    Float(f64),
+}
+
+impl Number {
+    /// The literal `e` as a number, when it is a non-NULL integer or float.
+    pub(super) fn of(e: &Expr) -> Option<Number> {
+        let Expr::Literal(v, _) = e else { return None };
+        Some(match v {
+            ScalarValue::Float64(Some(x)) => Number::Float(*x),
+            ScalarValue::Float32(Some(x)) => Number::Float(*x as f64),
+            ScalarValue::Float16(Some(x)) => Number::Float(x.to_f64()),
+            ScalarValue::Int8(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::Int16(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::Int32(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::Int64(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::UInt8(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::UInt16(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::UInt32(Some(x)) => Number::Int(*x as i128),
+            ScalarValue::UInt64(Some(x)) => Number::Int(*x as i128),
+            _ => return None,
+        })
     }
+
+    /// The number as f64 (integers rounded to nearest).
+    pub(super) fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(k) => k as f64,
+            Number::Float(x) => x,
+        }
+    }
+}
+
+fn constant(e: &Expr) -> Option<f64> {
+    Number::of(e).map(Number::as_f64)
 }
 
 fn compare(op: Operator, c: f64) -> Option<KeyRange> {
