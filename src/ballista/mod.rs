@@ -21,7 +21,9 @@
 //! Pieces: [`TetLogicalExtensionCodec`] / [`TetPhysicalExtensionCodec`] carry our tables and plans;
 //! [`session_config`] and [`session_state`] build the sessions of all three roles;
 //! [`scheduler_config`] and [`executor_config`] wire them into Ballista's scheduler and
-//! executor (the `tet-ballista-scheduler` and `tet-ballista-executor` binaries).
+//! executor (the `tet-ballista-scheduler` and `tet-ballista-executor` binaries);
+//! [`allow_executor_locations`] / [`allow_scheduler_locations`] restrict the files they
+//! open (`--tet-allow-location`).
 
 mod wire;
 
@@ -31,7 +33,7 @@ pub use wire::{
     decode_node, node,
 };
 
-use crate::io::{EnvObjectStoreRegistry, SourceCache};
+use crate::io::{AllowedLocations, EnvObjectStoreRegistry, SourceCache};
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::ExecutorProcessConfig;
@@ -133,6 +135,60 @@ pub fn executor_config(mut config: ExecutorProcessConfig) -> ExecutorProcessConf
     }
     config.override_function_registry = Some(Arc::new(functions));
     config
+}
+
+/// The flag of our cluster binaries that restricts the files a process opens for plans:
+/// `--tet-allow-location DIR_OR_URL_PREFIX`, repeatable, added to Ballista's `command`.
+pub fn with_allow_location_flag(command: clap::Command) -> clap::Command {
+    command.arg(
+        clap::Arg::new(ALLOW_LOCATION)
+            .long(ALLOW_LOCATION)
+            .value_name("DIR_OR_URL_PREFIX")
+            .action(clap::ArgAction::Append)
+            .help(
+                "Open only files under this directory or URL prefix (repeatable); plans naming \
+                 other files fail. Default: no restriction",
+            ),
+    )
+}
+
+/// What `--tet-allow-location` gave (`None` when it was not given), taken out of `matches`.
+pub fn allowed_locations(matches: &mut clap::ArgMatches) -> Result<Option<AllowedLocations>> {
+    let given: Vec<String> = matches
+        .remove_many(ALLOW_LOCATION)
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    if given.is_empty() {
+        return Ok(None);
+    }
+    let allowed = AllowedLocations::new(&given)
+        .map_err(|e| datafusion::error::DataFusionError::Configuration(format!("--{ALLOW_LOCATION}: {e}")))?;
+    Ok(Some(allowed))
+}
+
+const ALLOW_LOCATION: &str = "tet-allow-location";
+
+/// The session configuration of a process that opens only what `allowed` permits.
+fn restricted_config(allowed: &Arc<AllowedLocations>) -> SessionConfig {
+    session_config().with_extension(allowed.clone())
+}
+
+/// `config` (from [`executor_config`]) opening only the files `allowed` permits: tasks
+/// whose plans name any other location are refused ("a plan names a file outside the
+/// locations this process allows", in the executor's log; Ballista reports the job as
+/// rejected). Off by default: an executor opens whatever location a plan names, with its
+/// own permissions.
+pub fn allow_executor_locations(mut config: ExecutorProcessConfig, allowed: AllowedLocations) -> ExecutorProcessConfig {
+    let allowed = Arc::new(allowed);
+    config.override_config_producer = Some(Arc::new(move || restricted_config(&allowed)));
+    config
+}
+
+/// `config` (from [`scheduler_config`]) planning only over files `allowed` permits: a
+/// query naming another location fails with that message to the client.
+pub fn allow_scheduler_locations(config: SchedulerConfig, allowed: AllowedLocations) -> SchedulerConfig {
+    let allowed = Arc::new(allowed);
+    config.with_override_config_producer(Arc::new(move || restricted_config(&allowed)))
 }
 
 /// Logging for the cluster binaries, as Ballista's stock binaries do it: `RUST_LOG` or

@@ -13,7 +13,7 @@
 //! restricts to each task's partitions.
 
 use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
-use crate::io::{SourceVersion, TetSource, remote_url};
+use crate::io::{AllowedLocations, SourceVersion, TetSource, remote_url};
 use crate::plan::{
     AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, Limits, PruningCounts,
     TableModel, tasks_by_id,
@@ -280,14 +280,25 @@ fn source_ref(source: &TetSource) -> FileRef {
     }
 }
 
-/// Reopen the file at `f.location` in the decoding process and check it is `f`'s version.
+/// Reopen the file at `f.location` in the decoding process and check it is `f`'s version
+/// (and, when the process restricts them, that the location is allowed).
 fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
-    let source = if remote_url(&f.location)?.is_none() {
-        TetSource::open(&f.location)?
+    let location = match ctx.session_config().get_extension::<AllowedLocations>() {
+        None => f.location.clone(),
+        Some(allowed) => allowed.permit(&f.location).ok_or_else(|| {
+            plan_datafusion_err!(
+                "{}: a plan names a file outside the locations this process allows ({allowed}; \
+                 see --tet-allow-location)",
+                f.location
+            )
+        })?,
+    };
+    let source = if remote_url(&location)?.is_none() {
+        TetSource::open(&location)?
     } else {
         crate::sql::block_on(
             "decoding a plan",
-            crate::sql::open_source_with(ctx.session_config(), ctx.runtime_env().as_ref(), &f.location),
+            crate::sql::open_source_with(ctx.session_config(), ctx.runtime_env().as_ref(), &location),
         )?
     };
     source.check_version(&SourceVersion {

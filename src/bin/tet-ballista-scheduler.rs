@@ -1,12 +1,14 @@
 //! `tet-ballista-scheduler`: Ballista 55's scheduler with the `.tet` codecs and session
 //! setup (`tet()`, `STORED AS TET`, the aggregate pushdown, object stores from the
 //! environment). Flags are those of Ballista's `ballista-scheduler` (`--bind-host`,
-//! `--bind-port`, ...; see `--help`).
+//! `--bind-port`, ...; see `--help`), plus `--tet-allow-location DIR_OR_URL_PREFIX`
+//! (repeatable): plan only over files under these directories or URL prefixes (see
+//! `datafusion_tet::io::AllowedLocations`; default: no restriction).
 
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{Config, SchedulerConfig};
 use ballista_scheduler::scheduler_process::start_server;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -20,7 +22,10 @@ fn main() -> ballista_core::error::Result<()> {
 }
 
 async fn run() -> ballista_core::error::Result<()> {
-    let opt = Config::parse();
+    let mut matches = datafusion_tet::ballista::with_allow_location_flag(Config::command()).get_matches();
+    let allowed = datafusion_tet::ballista::allowed_locations(&mut matches)?;
+    let opt = Config::from_arg_matches(&matches)
+        .map_err(|e| ballista_core::error::BallistaError::Configuration(e.to_string()))?;
     datafusion_tet::ballista::init_logging(
         &opt.log_level_setting,
         opt.log_dir.as_deref(),
@@ -32,7 +37,10 @@ async fn run() -> ballista_core::error::Result<()> {
         .parse()
         .map_err(|e| ballista_core::error::BallistaError::Configuration(format!("--bind-host/--bind-port: {e}")))?;
     let config: SchedulerConfig = opt.try_into()?;
-    let config = datafusion_tet::ballista::scheduler_config(config);
+    let mut config = datafusion_tet::ballista::scheduler_config(config);
+    if let Some(allowed) = allowed {
+        config = datafusion_tet::ballista::allow_scheduler_locations(config, allowed);
+    }
     let cluster = BallistaCluster::new_from_config(&config).await?;
     start_server(cluster, addr, Arc::new(config)).await
 }

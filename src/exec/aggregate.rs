@@ -20,7 +20,7 @@ use super::fold::{
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
-use super::payload::{Payload, decode_tile, feed_payloads};
+use super::payload::{Payload, decode_tile, payload_stream};
 use super::program::{BLOCK, Lane, Program, Scratch, Ty};
 use super::simd::multiversion;
 use crate::format::{elements, with_dtype};
@@ -427,28 +427,29 @@ impl ExecutionPlan for TetAggregateExec {
             &self.feed.access.pruning,
             table.source.is_remote(),
         );
-        let nullable = table.has_missing();
-        let payloads = feed_payloads(
-            self.feed.clone(),
-            partition,
-            context.clone(),
-            "TetAggregateExec",
-            table.clone(),
-            self.aggregation.reads_payload(nullable),
-            self.fetch,
-            metrics.read.fetch.clone(),
-        );
+        let reads_payload = self.aggregation.reads_payload(table.has_missing());
         let job = FoldJob {
             table: table.clone(),
             aggregation: self.aggregation.clone(),
             fold: self.fold.clone(),
-            selection: self.feed.access.selection.clone(),
             schema: self.schema.clone(),
         };
+        let (feed, fetch) = (self.feed.clone(), self.fetch);
         let mut reservation =
             MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
         let stream = futures::stream::once(Box::pin(async move {
-            let (acc, gi) = job.fold(payloads, &metrics, &mut reservation).await?;
+            let tasks = feed.tasks_of(partition, context, "TetAggregateExec").await?;
+            // Group keys and weights over the stretch this partition's chunks cover: a
+            // partition of a fold split along its grouped axes holds only its own groups.
+            let selection = feed.access.covered(&tasks, &job.table.dataset().record.chunk_shape);
+            let payloads = payload_stream(
+                job.table.clone(),
+                tasks,
+                reads_payload,
+                fetch,
+                metrics.read.fetch.clone(),
+            );
+            let (acc, gi) = job.fold(payloads, &selection, &metrics, &mut reservation).await?;
             let _t = metrics.baseline.elapsed_compute().timer();
             let batch = job.emit(&acc, &gi)?;
             metrics.baseline.record_output(batch.num_rows());
@@ -463,7 +464,6 @@ struct FoldJob {
     table: Arc<TableModel>,
     aggregation: Aggregation,
     fold: Arc<FoldPlan>,
-    selection: Vec<AxisSelection>,
     schema: SchemaRef,
 }
 
@@ -479,17 +479,18 @@ impl FoldJob {
     async fn fold(
         &self,
         mut payloads: BoxStream<'static, Result<Payload>>,
+        selection: &[AxisSelection],
         metrics: &AggregateMetrics,
         reservation: &mut MemoryReservation,
     ) -> Result<(Vec<Accumulators>, GroupIndex)> {
         let table = &self.table;
         let ds = table.dataset();
-        let gi = GroupIndex::new(table, &self.aggregation, &self.selection)?;
+        let gi = GroupIndex::new(table, &self.aggregation, selection)?;
         let weights = self
             .fold
             .weights
             .iter()
-            .map(|(d, e)| AxisValues::new(table, *d, e, &self.selection[*d]))
+            .map(|(d, e)| AxisValues::new(table, *d, e, &selection[*d]))
             .collect::<Result<Vec<_>>>()?;
         // The session's memory pool holds what the fold keeps per group and position
         // (`-m` / `memory_limit` give DataFusion's "resources exhausted", not an OOM kill);
@@ -509,6 +510,9 @@ impl FoldJob {
             .map(|i| Accumulators::new(gi.count, i.needs, i.float))
             .collect();
         while let Some(next) = payloads.next().await {
+            // Local payloads are always ready: spend the task's budget per chunk so a long
+            // fold yields to the runtime now and then (and a cancelled query stops).
+            tokio::task::consume_budget().await;
             let (task, stored) = next?;
             let _fold = metrics.fold_time.timer();
             let _compute = metrics.baseline.elapsed_compute().timer();

@@ -6,6 +6,7 @@
 //! (zero-copy over the mmap). Must not parse the format itself (that is `format`) nor
 //! know about queries.
 
+mod allowed;
 mod fetch;
 mod local;
 #[cfg(feature = "cloud")]
@@ -13,6 +14,7 @@ mod registry;
 mod remote;
 mod source_cache;
 
+pub use allowed::AllowedLocations;
 pub use fetch::{FetchOptions, coalesce, windows};
 pub use local::{LocalFile, LocalPin};
 #[cfg(feature = "cloud")]

@@ -2,6 +2,7 @@
 
 use super::TetSource;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Default of [`SourceCache::max_bytes`]: 256 MiB of parsed catalogs and fetched metadata.
@@ -17,13 +18,14 @@ pub const DEFAULT_CACHE_BYTES: u64 = 256 << 20;
 /// Bounded: entries are weighed by [`TetSource::held_bytes`] (the parsed catalog and, for
 /// object stores, the metadata bytes fetched; a local file's mapping is not memory the
 /// process holds) and the least recently used are dropped once the total passes
-/// [`SourceCache::max_bytes`]. A dropped file is simply reopened by the next query that
+/// [`SourceCache::max_bytes`] (session option `tet.cache_max_bytes`, applied by the
+/// session's opens through [`SourceCache::set_max_bytes`]). A dropped file is simply reopened by the next query that
 /// names it; plans and tables already holding it keep it alive.
 ///
 /// [`crate::register`] installs one per session as a `SessionConfig` extension.
 #[derive(Debug)]
 pub struct SourceCache {
-    max_bytes: u64,
+    max_bytes: AtomicU64,
     entries: Mutex<Entries>,
 }
 
@@ -48,14 +50,21 @@ impl SourceCache {
     /// recent entry is kept even when it alone is larger).
     pub fn with_max_bytes(max_bytes: u64) -> Self {
         SourceCache {
-            max_bytes,
+            max_bytes: AtomicU64::new(max_bytes),
             entries: Mutex::default(),
         }
     }
 
     /// The bound on the cached bytes.
     pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
+        self.max_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Change the bound; entries past a lower one are dropped, least recently used first.
+    pub fn set_max_bytes(&self, max_bytes: u64) {
+        if self.max_bytes.swap(max_bytes, Ordering::Relaxed) > max_bytes {
+            Self::evict(&mut self.lock(), max_bytes, None);
+        }
     }
 
     /// Bytes held by the cached entries.
@@ -85,11 +94,16 @@ impl SourceCache {
             e.total -= old;
         }
         e.total += weight;
-        while e.total > self.max_bytes {
+        Self::evict(&mut e, self.max_bytes(), Some(url));
+    }
+
+    /// Drop the least recently used entries but `keep` while they weigh more than `max`.
+    fn evict(e: &mut Entries, max: u64, keep: Option<&str>) {
+        while e.total > max {
             let Some(oldest) = e
                 .map
                 .iter()
-                .filter(|(k, _)| k.as_str() != url)
+                .filter(|(k, _)| Some(k.as_str()) != keep)
                 .min_by_key(|(_, (_, _, used))| *used)
                 .map(|(k, _)| k.clone())
             else {
@@ -160,6 +174,14 @@ mod tests {
         assert_eq!(cache.held_bytes(), 2 * w);
         cache.remove("a");
         assert_eq!((cache.len(), cache.held_bytes()), (1, w));
+        // Lowering the bound drops the least recently used at once; zero empties it.
+        cache.insert("b", open("e.tet", 100));
+        assert!(cache.get("c").is_some()); // order of use: b, c
+        cache.set_max_bytes(w + w / 2);
+        assert_eq!((cache.max_bytes(), cache.len()), (w + w / 2, 1));
+        assert!(cache.get("c").is_some());
+        cache.set_max_bytes(0);
+        assert!(cache.is_empty() && cache.held_bytes() == 0);
         // One entry larger than the bound stays (the caller is using it).
         let tiny = SourceCache::with_max_bytes(1);
         tiny.insert("c", open("d.tet", 10));

@@ -121,16 +121,42 @@ impl AccessPlan {
     }
 
     /// The chunk ids of the tasks split into at most `n` contiguous groups of similar
-    /// `weight`, in task order: the one partitioner.
-    pub fn partitions(&self, table: &TableModel, n: usize, weight: Weight) -> Vec<Vec<u64>> {
+    /// `weight`: the one partitioner. Tasks keep their (file) order, except that the chunk
+    /// coordinates of the `outer` axes, when given, come first: a grouped fold split that
+    /// way gives each partition its own stretch of those axes, so partitions hold disjoint
+    /// parts of the groups (see [`AccessPlan::covered`]) rather than every group each.
+    pub fn partitions(&self, table: &TableModel, n: usize, weight: Weight, outer: &[usize]) -> Vec<Vec<u64>> {
         let (file, ds) = (&table.source.file, table.dataset());
-        let groups = split_balanced(self.tasks.iter().collect(), n, |t| match weight {
+        let mut tasks: Vec<&ChunkTask> = self.tasks.iter().collect();
+        if !outer.is_empty() {
+            tasks.sort_by_key(|t| outer.iter().map(|&d| t.coords[d]).collect::<Vec<_>>());
+        }
+        let groups = split_balanced(tasks, n, |t| match weight {
             Weight::StoredBytes => file.chunk(ds, t.linear).1.stored_byte_len,
             Weight::Cells => t.cells,
         });
         groups
             .into_iter()
             .map(|g| g.into_iter().map(|t| t.linear).collect())
+            .collect()
+    }
+
+    /// The selection narrowed, per axis, to the stretch from the first to the last
+    /// position `tasks` cover (all of them tasks of this plan): what one partition's group
+    /// keys and weights need to be evaluated over. No task covers nothing.
+    pub fn covered(&self, tasks: &[ChunkTask], chunk_shape: &[u64]) -> Vec<AxisSelection> {
+        self.selection
+            .iter()
+            .enumerate()
+            .map(|(d, sel)| {
+                let stretch = tasks.iter().filter_map(|t| {
+                    let origin = t.coords[d].saturating_mul(chunk_shape[d]);
+                    let (first, last) = (t.local[d].first()?, t.local[d].last()?);
+                    Some((origin.saturating_add(first.0), origin.saturating_add(last.1)))
+                });
+                let (lo, hi) = stretch.fold((u64::MAX, 0), |(lo, hi), (a, b)| (lo.min(a), hi.max(b)));
+                sel.intersect(&AxisSelection::from_sorted_ranges(sel.extent(), [(lo, hi)]))
+            })
             .collect()
     }
 
@@ -193,12 +219,69 @@ mod tests {
             pruning: PruningCounts::default(),
             value_filters: false,
         };
-        let by_cells = access.partitions(&table, 2, Weight::Cells);
+        let by_cells = access.partitions(&table, 2, Weight::Cells, &[]);
         assert_eq!(by_cells, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
-        let by_bytes = access.partitions(&table, 2, Weight::StoredBytes);
+        let by_bytes = access.partitions(&table, 2, Weight::StoredBytes, &[]);
         assert_eq!(by_bytes.concat(), (0..8).collect::<Vec<u64>>());
         assert!(by_bytes[0].len() > 4, "{by_bytes:?}");
         assert_eq!(Weight::of(true), Weight::StoredBytes);
+    }
+
+    #[test]
+    fn outer_axes_split_partitions_into_disjoint_stretches() {
+        // 8 × 12 cells in 2 × 3 chunks (4 × 4 chunks in the grid).
+        let data: Vec<u8> = (0..96u8).collect();
+        let mut w = TetWriter::new();
+        w.dataset(DatasetSpec::new("v", DType::U8, &[8, 12], &[2, 3], &data))
+            .unwrap();
+        let path = std::env::temp_dir().join(format!("tet-outer-{}.tet", std::process::id()));
+        w.write_path(&path).unwrap();
+        let table = TableModel::from_source(TetSource::open(path.to_str().unwrap()).unwrap(), None).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
+        // Positions 1..11 of axis 1 (chunks 0..4 of it, the first and last in part).
+        selection[1] = AxisSelection::from_sorted_ranges(12, [(1, 11)]);
+        let access = AccessPlan {
+            tasks: chunk_tasks(&table.dataset().record, &selection),
+            selection: selection.clone(),
+            pruning: PruningCounts::default(),
+            value_filters: false,
+        };
+        let chunk_shape = &table.dataset().record.chunk_shape;
+        for (outer, axis) in [(vec![1], 1), (vec![0], 0)] {
+            let parts = access.partitions(&table, 2, Weight::Cells, &outer);
+            let mut all: Vec<u64> = parts.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..16).collect::<Vec<u64>>());
+            let stretches: Vec<(u64, u64)> = parts
+                .iter()
+                .map(|p| {
+                    let tasks: Vec<ChunkTask> = p.iter().map(|id| access.tasks[*id as usize].clone()).collect();
+                    let covered = access.covered(&tasks, chunk_shape);
+                    // The other axis is covered whole.
+                    assert_eq!(covered[1 - axis], selection[1 - axis]);
+                    covered[axis].bounds().unwrap()
+                })
+                .collect();
+            // Brute force: the positions each partition's tasks select along `axis`.
+            for (p, &(lo, hi)) in parts.iter().zip(&stretches) {
+                let positions: Vec<u64> = p
+                    .iter()
+                    .flat_map(|id| {
+                        let t = &access.tasks[*id as usize];
+                        let origin = t.coords[axis] * chunk_shape[axis];
+                        t.local[axis].iter().flat_map(move |&(a, b)| (a + origin)..(b + origin))
+                    })
+                    .collect();
+                assert_eq!(
+                    (lo, hi),
+                    (*positions.iter().min().unwrap(), *positions.iter().max().unwrap())
+                );
+            }
+            assert!(stretches[0].1 < stretches[1].0, "{outer:?}: {stretches:?}");
+        }
+        let none = access.covered(&[], chunk_shape);
+        assert!(none.iter().all(|s| s.count() == 0));
     }
 
     #[test]

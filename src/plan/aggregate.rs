@@ -3,6 +3,7 @@
 //! group keys ([`GroupKey`]: an axis or an expression of one axis), an [`Aggregation`]
 //! (keys, aggregates and a row filter) and its typed partial-state columns.
 
+use super::selection::AxisSelection;
 use super::table::TableModel;
 use super::values::VALUE_COLUMN;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -14,6 +15,11 @@ use std::sync::Arc;
 
 /// Aggregations with more dense groups than this are left to DataFusion.
 pub const MAX_DENSE_GROUPS: u64 = 1 << 24;
+
+/// Above this many group slots a grouped fold's partitions are split along the grouped
+/// axes ([`Aggregation::partition_axes`]): 2^18 slots are ≈ 20 MiB of accumulators per
+/// partition for a few aggregates.
+pub const SPLIT_GROUPS_ABOVE: u64 = 1 << 18;
 
 /// An aggregate function the pushdown computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -339,6 +345,22 @@ impl Aggregation {
         self.grouped_axes().into_iter().fold(1u64, |n, d| {
             n.saturating_mul(table.axes.get(d).map_or(1, |a| a.extent.max(1)))
         })
+    }
+
+    /// The axes to split partitions along ([`AccessPlan::partitions`](super::AccessPlan::partitions)):
+    /// the grouped axes when the selected stretches of them span more than
+    /// [`SPLIT_GROUPS_ABOVE`] group slots, so that each partition holds its own part of
+    /// the groups instead of all of them; none otherwise (partitions then follow the file).
+    pub fn partition_axes(&self, selection: &[AxisSelection]) -> Vec<usize> {
+        let axes = self.grouped_axes();
+        let slots = axes.iter().fold(1u64, |n, &d| {
+            let span = selection
+                .get(d)
+                .and_then(AxisSelection::bounds)
+                .map_or(0, |(lo, hi)| hi - lo + 1);
+            n.saturating_mul(span)
+        });
+        if slots > SPLIT_GROUPS_ABOVE { axes } else { Vec::new() }
     }
 
     /// Whether any aggregate needs payload values (see [`AggSpec::reads_payload`]).

@@ -407,7 +407,8 @@ impl TableProvider for TetPartialAggregate {
         let access = AccessPlan::build(table, state, &self.filters)?;
         let nullable = table.has_missing();
         let weight = Weight::of(self.aggregation.reads_payload(nullable));
-        let partitions = access.partitions(table, state.config().target_partitions(), weight);
+        let outer = self.aggregation.partition_axes(&access.selection);
+        let partitions = access.partitions(table, state.config().target_partitions(), weight, &outer);
         let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(
             table.clone(),
             self.aggregation.clone(),

@@ -1,8 +1,9 @@
 //! Table functions: `tet(path [, dataset])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
 
+use super::session_options::TetConfig;
 use super::table::{TetTableProvider, block_on, open_source};
 use crate::format::Codec;
-use crate::io::{SourceCache, TetSource};
+use crate::io::TetSource;
 use arrow::array::{
     ArrayRef, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt64Array, UInt64Builder,
 };
@@ -38,11 +39,11 @@ fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) 
         .collect()
 }
 
-/// Open `location` in `session`, through its [`SourceCache`] when it has one: local
+/// Open `location` in `session`, through its [`SourceCache`](crate::io::SourceCache) when it has one: local
 /// files directly, object store URLs by waiting on the session's store.
 fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<TetSource>> {
     if crate::io::remote_url(location)?.is_none() {
-        let cache = session.config().get_extension::<SourceCache>();
+        let cache = TetConfig::source_cache(session.config());
         return TetSource::open_local(cache.as_deref(), location).map_err(DataFusionError::from);
     }
     block_on(function, open_source(session, location))

@@ -3,9 +3,10 @@
 //! plan); `SET tet.nan_is_null = true` makes every NaN NULL; `tet.coalesce_gap_bytes`,
 //! `tet.max_request_bytes`, `tet.fetch_concurrency` and `tet.fetch_window_bytes` tune object
 //! store reads; `tet.max_tile_bytes`, `tet.max_dataset_cells` and `tet.max_axis_positions`
-//! bound what a query may make of a file's claims ([`Limits`]).
+//! bound what a query may make of a file's claims ([`Limits`]); `tet.cache_max_bytes`
+//! bounds the session's [`SourceCache`].
 
-use crate::io::FetchOptions;
+use crate::io::{FetchOptions, SourceCache};
 use crate::plan::{Limits, TableModel};
 use datafusion::common::config::ConfigExtension;
 use datafusion::prelude::SessionConfig;
@@ -35,6 +36,9 @@ datafusion::common::extensions_options! {
         /// Most positions of one axis evaluated one by one while planning (axis filters
         /// other than comparisons with constants, group keys, weights).
         pub max_axis_positions: u64, default = crate::plan::DEFAULT_MAX_AXIS_POSITIONS
+        /// Bytes of parsed catalogs and fetched metadata the session keeps of files it
+        /// opened, least recently used dropped first (0 keeps only the file in use).
+        pub cache_max_bytes: u64, default = crate::io::DEFAULT_CACHE_BYTES
     }
 }
 
@@ -65,6 +69,14 @@ impl TetConfig {
     /// `table` as these options read it (`tet.nan_is_null`, `tet.max_*`).
     pub fn table(&self, table: &Arc<TableModel>) -> Arc<TableModel> {
         table.with_nan_is_null(self.nan_is_null).with_limits(self.limits())
+    }
+
+    /// The session's [`SourceCache`] (installed by [`crate::register`]), bounded by
+    /// `tet.cache_max_bytes`.
+    pub fn source_cache(config: &SessionConfig) -> Option<Arc<SourceCache>> {
+        let cache = config.get_extension::<SourceCache>()?;
+        cache.set_max_bytes(TetConfig::of(config).cache_max_bytes);
+        Some(cache)
     }
 
     /// The options of a session (defaults when `tet` is not registered).

@@ -2,7 +2,7 @@
 
 use super::session_options::TetConfig;
 use crate::exec::{ChunkFeed, TetScanExec};
-use crate::io::{SourceCache, TetSource};
+use crate::io::TetSource;
 use crate::plan::{AccessPlan, Axis, FilterKind, TableModel, Weight, classify};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -116,14 +116,14 @@ impl TetTableProvider {
 }
 
 /// Open `location` for `session`: its object store registry and, when [`crate::register`]
-/// installed one, its [`SourceCache`].
+/// installed one, its [`SourceCache`](crate::io::SourceCache).
 pub async fn open_source(session: &dyn Session, location: &str) -> Result<Arc<TetSource>> {
     open_source_with(session.config(), session.runtime_env(), location).await
 }
 
 /// [`open_source`] from a session's parts.
 pub async fn open_source_with(config: &SessionConfig, runtime: &RuntimeEnv, location: &str) -> Result<Arc<TetSource>> {
-    let cache = config.get_extension::<SourceCache>();
+    let cache = TetConfig::source_cache(config);
     Ok(TetSource::open_in(runtime, cache.as_deref(), location).await?)
 }
 
@@ -177,7 +177,7 @@ impl TableProvider for TetTableProvider {
             None => (0..table.schema.fields().len()).collect(),
         };
         let weight = Weight::of(projection.contains(&table.value_index()));
-        let partitions = access.partitions(table, state.config().target_partitions(), weight);
+        let partitions = access.partitions(table, state.config().target_partitions(), weight, &[]);
         Ok(Arc::new(TetScanExec::try_new(
             table.clone(),
             ChunkFeed::new(access, &partitions)?,

@@ -4,9 +4,10 @@
 //! off), and `TetAggregateExec` is in the plan exactly when the rule should fire.
 
 use crate::agg_differential::{compare, no_pushdown, plan_text};
-use crate::common::{Rng, Val, ctx, tempdir};
+use crate::common::{Rng, Val, assert_same, ctx, rows, tempdir};
 use crate::sql_differential::Case;
 use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
+use std::sync::Arc;
 
 fn pick<'a>(rng: &mut Rng, xs: &[&'a str]) -> &'a str {
     xs[rng.below(xs.len() as u64) as usize]
@@ -441,4 +442,153 @@ async fn readme_analyses_fold_and_equal_datafusion() {
         n += 1;
     }
     assert!(n >= 9, "only {n} statements in sql/analyses.sql");
+}
+
+/// A memory pool that counts what `TetAggregateExec` partitions reserve.
+#[derive(Debug, Default)]
+struct FoldBytes {
+    inner: datafusion::execution::memory_pool::UnboundedMemoryPool,
+    fold: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Display for FoldBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FoldBytes")
+    }
+}
+
+impl datafusion::execution::memory_pool::MemoryPool for FoldBytes {
+    fn name(&self) -> &str {
+        "FoldBytes"
+    }
+    fn grow(&self, r: &datafusion::execution::memory_pool::MemoryReservation, additional: usize) {
+        self.inner.grow(r, additional)
+    }
+    fn shrink(&self, r: &datafusion::execution::memory_pool::MemoryReservation, shrink: usize) {
+        self.inner.shrink(r, shrink)
+    }
+    fn try_grow(
+        &self,
+        r: &datafusion::execution::memory_pool::MemoryReservation,
+        additional: usize,
+    ) -> datafusion::common::Result<()> {
+        if r.consumer().name().starts_with("TetAggregateExec") {
+            self.fold.fetch_add(additional, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.inner.try_grow(r, additional)
+    }
+    fn reserved(&self) -> usize {
+        self.inner.reserved()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partitions_of_a_fold_over_many_groups_hold_their_own_groups() {
+    // 1024 × 512 cells in 64 × 64 chunks: 2^19 groups by (y, x), above the split threshold.
+    let (ny, nx) = (1024u64, 512u64);
+    let mut rng = Rng(77);
+    let data: Vec<u8> = (0..ny * nx)
+        .flat_map(|_| (rng.below(1000) as f32 / 4.0).to_le_bytes())
+        .collect();
+    let dir = tempdir();
+    let path = dir.path().join("grid.tet");
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::F32, &[ny, nx], &[64, 64], &data).dim_names(&["y", "x"]))
+        .unwrap();
+    w.write_path(&path).unwrap();
+    assert!(ny * nx > datafusion_tet::plan::SPLIT_GROUPS_ABOVE);
+    let from = format!("tet('{}')", path.display());
+    let queries = [
+        format!("SELECT y, x, sum(v), count(*), max(v) FROM {from} GROUP BY y, x"),
+        format!("SELECT x, y, avg(v) FROM {from} WHERE y BETWEEN 100 AND 1000 AND x <> 7 GROUP BY x, y"),
+        format!("SELECT y, x % 500 AS k, min(v) FROM {from} GROUP BY y, x % 500"),
+    ];
+    let reserved = |partitions: usize| async move {
+        let pool = Arc::new(FoldBytes::default());
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_pool(pool.clone())
+            .build_arc()
+            .unwrap();
+        let config = datafusion::prelude::SessionConfig::new().with_target_partitions(partitions);
+        let ctx = datafusion::prelude::SessionContext::new_with_config_rt(config, runtime);
+        datafusion_tet::register(&ctx);
+        (ctx, pool)
+    };
+    let off = no_pushdown().await;
+    for sql in &queries {
+        let (one, one_pool) = reserved(1).await;
+        let (two, two_pool) = reserved(2).await;
+        assert!(
+            plan_text(&two, sql).await.unwrap().contains("TetAggregateExec"),
+            "{sql}"
+        );
+        // One run each (the pools count every run).
+        let (got_one, got_two) = (rows(&one, sql).await, rows(&two, sql).await);
+        let want = rows(&off, sql).await;
+        assert_same(got_one, want.clone(), sql);
+        assert_same(got_two, want, sql);
+        let (b1, b2) = (
+            one_pool.fold.load(std::sync::atomic::Ordering::Relaxed),
+            two_pool.fold.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        // Two partitions split along y hold each half of the groups (plus each its own
+        // per-position ids); every group twice would be 2 × b1.
+        assert!(
+            b1 > 0 && b2 * 4 < b1 * 5,
+            "{sql}: one partition reserved {b1} bytes, two {b2}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_fold_yields_to_the_runtime() {
+    use futures::StreamExt;
+    // 2048 chunks of 64 cells: one partition folds them all.
+    let data: Vec<u8> = (0..2048u32 * 64)
+        .flat_map(|i| ((i % 97) as f32).to_le_bytes())
+        .collect();
+    let dir = tempdir();
+    let path = dir.path().join("many.tet");
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::F32, &[2048 * 64], &[64], &data))
+        .unwrap();
+    w.write_path(&path).unwrap();
+    let c = ctx();
+    c.sql("SET datafusion.execution.target_partitions = 1")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let sql = format!("SELECT sum(v) FROM tet('{}')", path.display());
+    let plan = c.sql(&sql).await.unwrap().create_physical_plan().await.unwrap();
+    fn fold(
+        p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        if p.name() == "TetAggregateExec" {
+            return Some(p.clone());
+        }
+        p.children().into_iter().find_map(fold)
+    }
+    let node = fold(&plan).expect("the sum is folded");
+    let mut stream = node.execute(0, c.task_ctx()).unwrap();
+    // Poll by hand in a task of its own: each Pending is the fold handing the thread back
+    // (a cancelled query is dropped at such a point).
+    let (pending, rows) = tokio::spawn(async move {
+        let (mut pending, mut rows) = (0, 0);
+        loop {
+            match futures::poll!(stream.next()) {
+                std::task::Poll::Pending => {
+                    pending += 1;
+                    tokio::task::yield_now().await;
+                }
+                std::task::Poll::Ready(Some(b)) => rows += b.unwrap().num_rows(),
+                std::task::Poll::Ready(None) => break (pending, rows),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(rows, 1);
+    assert!(pending >= 4, "the fold of 2048 chunks yielded {pending} times");
 }

@@ -414,6 +414,11 @@ struct Cluster {
 
 impl Cluster {
     fn start(n: usize, env: &[(&str, &str)]) -> Cluster {
+        Cluster::start_with(n, env, &[], &[])
+    }
+
+    /// With `scheduler_args` and `executor_args` added to the command lines.
+    fn start_with(n: usize, env: &[(&str, &str)], scheduler_args: &[String], executor_args: &[String]) -> Cluster {
         let dir = tempdir();
         let port = servers::free_port().unwrap();
         let mut scheduler = Proc::start(
@@ -429,7 +434,10 @@ impl Cluster {
                 "--expire-dead-executor-interval-seconds",
                 "1",
             ]
-            .map(String::from),
+            .map(String::from)
+            .into_iter()
+            .chain(scheduler_args.iter().cloned())
+            .collect::<Vec<_>>(),
             env,
             dir.path().join("scheduler.log"),
         );
@@ -441,29 +449,32 @@ impl Cluster {
                 let work = dir.path().join(format!("work{i}"));
                 std::fs::create_dir_all(&work).unwrap();
                 let [p, g, h] = [(); 3].map(|_| servers::free_port().unwrap().to_string());
+                let mut args: Vec<String> = [
+                    "--scheduler-host",
+                    "127.0.0.1",
+                    "--scheduler-port",
+                    &port.to_string(),
+                    "--bind-host",
+                    "127.0.0.1",
+                    "--bind-port",
+                    &p,
+                    "--bind-grpc-port",
+                    &g,
+                    "--bind-health-port",
+                    &h,
+                    "--work-dir",
+                    &work.display().to_string(),
+                    "--concurrent-tasks",
+                    "1",
+                    "--executor-heartbeat-interval-seconds",
+                    "1",
+                ]
+                .map(String::from)
+                .into();
+                args.extend_from_slice(executor_args);
                 let mut e = Proc::start(
                     env!("CARGO_BIN_EXE_tet-ballista-executor"),
-                    &[
-                        "--scheduler-host",
-                        "127.0.0.1",
-                        "--scheduler-port",
-                        &port.to_string(),
-                        "--bind-host",
-                        "127.0.0.1",
-                        "--bind-port",
-                        &p,
-                        "--bind-grpc-port",
-                        &g,
-                        "--bind-health-port",
-                        &h,
-                        "--work-dir",
-                        &work.display().to_string(),
-                        "--concurrent-tasks",
-                        "1",
-                        "--executor-heartbeat-interval-seconds",
-                        "1",
-                    ]
-                    .map(String::from),
+                    &args,
                     env,
                     dir.path().join(format!("executor{i}.log")),
                 );
@@ -567,6 +578,68 @@ async fn a_cluster_of_processes_equals_local_execution() {
     );
 }
 
+/// The message of an executor refusing a location.
+const NOT_ALLOWED: &str = "outside the locations this process allows";
+
+/// The error of running `sql` on `client`, if any.
+async fn error_of(client: &SessionContext, sql: &str) -> Option<String> {
+    match client.sql(sql).await {
+        Ok(df) => df.collect().await.err(),
+        Err(e) => Some(e),
+    }
+    .map(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn executors_open_only_the_locations_they_allow() {
+    let dir = tempdir();
+    let (shared, private) = (dir.path().join("shared"), dir.path().join("private"));
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&private).unwrap();
+    let (ok, secret) = (shared.join("cube.tet"), private.join("cube.tet"));
+    cube(&ok, 8);
+    std::fs::copy(&ok, &secret).unwrap();
+    // A link under the allowed root to the file outside it.
+    let link = shared.join("link.tet");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let allow = ["--tet-allow-location".to_owned(), shared.display().to_string()];
+    // Only the executor is restricted: it refuses the tasks (Ballista then fails the job
+    // as "rejected"; the reason is in the executor's log).
+    let cluster = Cluster::start_with(1, &[], &[], &allow);
+    let (client, local) = (cluster.client().await, ctx());
+    let sql = |p: &Path| {
+        format!(
+            "SELECT lat, sum(v), count(*) FROM tet('{}', 'temp') GROUP BY lat",
+            p.display()
+        )
+    };
+    assert_same(rows(&client, &sql(&ok)).await, rows(&local, &sql(&ok)).await, "allowed");
+    for p in [&secret, &link] {
+        let scan = format!("SELECT * FROM tet('{}', 'temp') LIMIT 3", p.display());
+        for q in [sql(p), scan] {
+            let e = error_of(&client, &q)
+                .await
+                .unwrap_or_else(|| panic!("{q} ran on an executor that does not allow it"));
+            assert!(e.contains("rejected by executor"), "{q}: {e}");
+        }
+        let log = cluster.executors[0].log();
+        assert!(
+            log.contains(NOT_ALLOWED) && log.contains(&p.display().to_string()),
+            "{log}"
+        );
+    }
+    // A root that is not a directory stops the executor at start with a message.
+    let out = Command::new(env!("CARGO_BIN_EXE_tet-ballista-executor"))
+        .args(["--tet-allow-location", &ok.display().to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && text.contains("tet-allow-location") && text.contains("not a directory"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_executor_fails_or_recovers_the_job_in_bounded_time() {
     let mut cluster = Cluster::start(2, &[]);
@@ -632,8 +705,19 @@ async fn executors_read_files_from_an_s3_compatible_store() {
         )
         .await
         .unwrap();
+    // A second copy outside the prefix the executors allow.
+    store
+        .put(
+            &object_store::path::Path::from("private/cube.tet"),
+            PutPayload::from(std::fs::read(&path).unwrap()),
+        )
+        .await
+        .unwrap();
     let env = crate::servers::moto_env(moto);
-    let cluster = Cluster::start(2, &env);
+    let allow = ["--tet-allow-location".to_owned(), "s3://cluster/cubes/".to_owned()];
+    // Scheduler and executors restricted: the scheduler refuses while planning, with the
+    // reason in the client's error.
+    let cluster = Cluster::start_with(2, &env, &allow, &allow);
     let client = cluster.client().await;
     // The client plans too, so it needs the store as well.
     client.register_object_store(&url::Url::parse("s3://cluster").unwrap(), Arc::new(store));
@@ -651,4 +735,12 @@ async fn executors_read_files_from_an_s3_compatible_store() {
             e.log()
         );
     }
+    let private = "SELECT count(*), sum(v) FROM tet('s3://cluster/private/cube.tet', 'temp')";
+    let e = error_of(&client, private)
+        .await
+        .expect("an executor read outside its allowed prefix");
+    assert!(
+        e.contains(NOT_ALLOWED) && e.contains("s3://cluster/private/cube.tet"),
+        "{e}"
+    );
 }

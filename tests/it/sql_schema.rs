@@ -168,5 +168,25 @@ async fn local_files_are_reused_until_replaced() {
     assert_eq!(reopened.version().len, planned.len);
     let e = reopened.check_version(&planned).unwrap_err().to_string();
     assert!(e.contains("changed") && e.contains("modified at"), "{e}");
+
+    // The session's cache is bounded by `tet.cache_max_bytes`: lowered to 0 it keeps only
+    // the file of the latest open.
+    let other = dir.path().join("other.tet");
+    write_at(&other, 1.0);
+    let q2 = format!("SELECT sum(v) FROM tet('{}')", other.display());
+    assert_eq!(rows(&c, &q2).await, vec![vec![Val::Float(15.0)]]);
+    let session_cache = |c: &SessionContext| c.state().config().get_extension::<SourceCache>().unwrap();
+    assert_eq!(session_cache(&c).len(), 2);
+    c.sql("SET tet.cache_max_bytes = 0")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows(&c, &q).await.len(), 1);
+    assert_eq!(session_cache(&c).len(), 1);
+    assert_eq!(session_cache(&c).max_bytes(), 0);
+    assert_eq!(rows(&c, &q2).await, vec![vec![Val::Float(15.0)]]);
+    assert_eq!(session_cache(&c).len(), 1);
     reopened.check_version(&reopened.version()).unwrap();
 }
