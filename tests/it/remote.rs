@@ -718,3 +718,83 @@ async fn without_etags_a_same_size_replacement_is_found_by_its_modification_time
         "{e}"
     );
 }
+
+/// Write `bytes` to `path` (under a server's document root) by renaming a file written
+/// beside it, modified `age` seconds ago.
+fn publish(path: &std::path::Path, bytes: &[u8], age: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let tmp = path.with_extension("part");
+    std::fs::write(&tmp, bytes).unwrap();
+    let when = std::time::SystemTime::now() - Duration::from_secs(age);
+    std::fs::File::options()
+        .append(true)
+        .open(&tmp)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_servers_without_etags_or_range_behave_as_documented() {
+    let (Some(nginx), Some(python)) = (servers::nginx(), servers::python_http()) else {
+        return;
+    };
+    // nginx with `etag off`: the version is the Last-Modified time.
+    let name = format!("noetag/{}.tet", std::process::id());
+    let url = format!("{}/{name}", nginx.endpoint);
+    let path = nginx.dir.join("www").join(&name);
+    publish(&path, &scaled(20_000, 1.0), 100);
+    let probe = head_headers(&url);
+    assert!(!probe.contains("etag:") && probe.contains("last-modified:"), "{probe}");
+    let ctx = ctx();
+    register(&ctx, &nginx.endpoint, http(&nginx.endpoint));
+    let q = format!("SELECT sum(CAST(v AS DOUBLE)) FROM tet('{url}')");
+    let sum = |scale: f64| (0..20_000).map(|i| i as f64 * scale).sum::<f64>();
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(1.0))]]);
+    publish(&path, &scaled(20_000, 2.0), 50);
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(2.0))]]);
+    ctx.sql(&format!("CREATE EXTERNAL TABLE f STORED AS TET LOCATION '{url}'"))
+        .await
+        .unwrap();
+    publish(&path, &scaled(20_000, 3.0), 10);
+    let e = error_of(&ctx, "SELECT sum(CAST(v AS DOUBLE)) FROM f").await;
+    assert!(e.contains("changed after it was opened") && e.contains(&url), "{e}");
+
+    // Python's http.server answers every GET with the whole file: small files are read
+    // whole once, large ones refused.
+    let www = python.dir.join("www");
+    let (small, big) = (
+        format!("{}-small.tet", std::process::id()),
+        format!("{}-big.tet", std::process::id()),
+    );
+    publish(&www.join(&small), &scaled(10_000, 1.0), 10);
+    publish(&www.join(&big), &scaled(3_000_000, 1.0), 10);
+    register(&ctx, &python.endpoint, http(&python.endpoint));
+    let q = format!(
+        "SELECT sum(CAST(v AS DOUBLE)), count(*) FROM tet('{}/{small}')",
+        python.endpoint
+    );
+    let want = (0..10_000).map(|i| i as f64).sum::<f64>();
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(want), Val::Int(10_000)]]);
+    let big_url = format!("{}/{big}", python.endpoint);
+    let e = error_of(&ctx, &format!("SELECT count(*) FROM tet('{big_url}')")).await;
+    assert!(e.contains("ignores Range") && e.contains(&big_url), "{e}");
+}
+
+/// The response headers of a HEAD request to `url` (lower-cased), over a plain socket.
+fn head_headers(url: &str) -> String {
+    use std::io::{Read, Write};
+    let u = Url::parse(url).unwrap();
+    let mut s = std::net::TcpStream::connect((u.host_str().unwrap(), u.port().unwrap())).unwrap();
+    write!(
+        s,
+        "HEAD {} HTTP/1.0\r\nHost: {}\r\n\r\n",
+        u.path(),
+        u.host_str().unwrap()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.to_ascii_lowercase()
+}

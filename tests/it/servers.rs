@@ -1,6 +1,7 @@
 //! Real servers on loopback for the remote-file tests, started once per test process:
 //! moto's S3 server (from PyPI), a second moto that authenticates every request (for the
-//! bad-credentials case), nginx (Debian) serving a directory with Range support, and
+//! bad-credentials case), nginx (Debian) serving a directory with Range support (and a
+//! part of it without ETags), Python's `http.server` (which ignores Range), and
 //! Azurite (Microsoft's Azure Storage emulator, from npm) on its default blob port 10000,
 //! the one object_store's emulator mode talks to.
 //!
@@ -125,7 +126,7 @@ fn start_nginx() -> Result<Server, String> {
          events {{ worker_connections 256; }}\n\
          http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
          fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
-         server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
+         server {{ listen 127.0.0.1:{port}; root {d}/www; location /noetag/ {{ etag off; }} }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).map_err(|e| e.to_string())?;
     let bin = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "nginx"]
@@ -140,6 +141,21 @@ fn start_nginx() -> Result<Server, String> {
         .arg("-e")
         .arg(dir.join("error.log"));
     spawn("nginx", cmd, port, dir.join("server.log"))?;
+    Ok(Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        port,
+        dir,
+    })
+}
+
+fn start_python_http() -> Result<Server, String> {
+    let port = free_port()?;
+    let dir = workdir("python-http")?;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "http.server", "-b", "127.0.0.1", &port.to_string(), "-d"])
+        .arg(dir.join("www"));
+    spawn("python-http", cmd, port, dir.join("server.log"))?;
     Ok(Server {
         endpoint: format!("http://127.0.0.1:{port}"),
         port,
@@ -244,10 +260,17 @@ pub fn moto_authenticating() -> Option<&'static Server> {
     get(&CELL, "moto (S3, authenticating)", || start_moto("moto-auth", true))
 }
 
-/// nginx serving `dir/www`.
+/// nginx serving `dir/www`, without ETags under `/noetag/` (`etag off`).
 pub fn nginx() -> Option<&'static Server> {
     static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
     get(&CELL, "nginx", start_nginx)
+}
+
+/// Python's `http.server` serving `dir/www` (it ignores `Range`: every GET gets the whole
+/// file).
+pub fn python_http() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "python3 -m http.server", start_python_http)
 }
 
 /// Create `bucket` on an S3 server that accepts unsigned requests (moto).
