@@ -3,17 +3,20 @@
 //! queries through the Rust API; `benches/run.py` drives the full comparison with the
 //! peers through the subcommands below (`cargo bench --bench driver -- SUBCOMMAND ...`).
 //!
-//! `bench write-tet RAW_F32 OUT.tet T LAT LON`: write a raw little-endian f32 cube
-//!   [T, LAT, LON] as `.tet` (dataset `temp`, one chunk per time step, `lat`/`lon` CF
-//!   coordinate variables, time as positions).
+//! `bench write-tet RAW_F32 OUT.tet T LAT LON [zstd]`: write a raw little-endian f32 cube
+//!   [T, LAT, LON] as `.tet` (dataset `temp`, one chunk per time step, raw or zstd at
+//!   level 3, `lat`/`lon` CF coordinate variables, time as positions).
 //! `bench run OUT.tet DATA.parquet REPS`: time the benchmark queries through the Rust API
 //!   with the pushdown, with DataFusion's own plan over our scan, and over the Parquet
 //!   table, plus the floor (one pass summing every f32 of the payload); prints one JSON
 //!   line per measurement: {"engine", "query", "median_s", "runs"}. `TET_BENCH_QUERIES`
-//!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs.
+//!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs. For a file of
+//!   zstd chunks the floor is `benches/floor_zstd.c` (`TET_FLOOR_ZSTD_BIN`: decompress
+//!   every chunk and sum it), reported as `floor_native_zstd`, with the decoded and stored
+//!   bytes on a line of their own.
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use datafusion_tet::format::{DType, DatasetSpec, TetFile, TetWriter};
+use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetFile, TetWriter};
 use std::time::Instant;
 
 const QUERIES: &[(&str, &str)] = &[
@@ -58,7 +61,7 @@ fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusio
 }
 
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
-fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64) -> datafusion::error::Result<()> {
+fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> datafusion::error::Result<()> {
     let lats: Vec<u8> = (0..lat)
         .flat_map(|i| (-90.0f32 + 180.0 * i as f32 / (lat - 1) as f32).to_le_bytes())
         .collect();
@@ -67,7 +70,9 @@ fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64) -> datafusion::e
         .collect();
     let mut w = TetWriter::new();
     w.dataset(
-        DatasetSpec::new("temp", DType::F32, &[t, lat, lon], &[1, lat, lon], raw).dim_names(&["time", "lat", "lon"]),
+        DatasetSpec::new("temp", DType::F32, &[t, lat, lon], &[1, lat, lon], raw)
+            .dim_names(&["time", "lat", "lon"])
+            .codecs(if zstd { ChunkCodecs::Zstd(3) } else { ChunkCodecs::Raw }),
     )
     .map_err(to_df)?;
     w.dataset(DatasetSpec::new("lat", DType::F32, &[lat], &[lat], &lats).dim_names(&["lat"]))
@@ -84,7 +89,8 @@ async fn main() -> datafusion::error::Result<()> {
         Some("write-tet") => {
             let raw = std::fs::read(&args[2])?;
             let dims: Vec<u64> = args[4..7].iter().map(|s| s.parse().expect("extent")).collect();
-            write_tet(&raw, &args[3], dims[0], dims[1], dims[2])?;
+            let zstd = args.get(7).is_some_and(|c| c == "zstd");
+            write_tet(&raw, &args[3], dims[0], dims[1], dims[2], zstd)?;
         }
         Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
         None | Some("--bench") => {
@@ -104,7 +110,7 @@ async fn main() -> datafusion::error::Result<()> {
                 let raw: Vec<u8> = (0..t * lat * lon)
                     .flat_map(|k| (((k * 2654435761) % 4001) as f32 / 100.0 - 10.0).to_le_bytes())
                     .collect();
-                write_tet(&raw, &out, t, lat, lon)?;
+                write_tet(&raw, &out, t, lat, lon, false)?;
             }
             eprintln!("cube {out}: f32 [{t}, {lat}, {lon}]");
             run(&out, None, 5).await?;
@@ -131,6 +137,29 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
     let file = TetFile::open(file_bytes.as_slice()).map_err(to_df)?;
     let ds = file.dataset("temp").map_err(to_df)?;
     let slice = (ds.shape()[0] / 10).max(1);
+    let entries: Vec<_> = ds.chunk_rows.iter().map(|&r| &file.chunks[r as usize]).collect();
+    if entries.iter().any(|e| e.codec != Codec::Raw) {
+        // zstd chunks: the native floor decompresses and sums them (benches/floor_zstd.c).
+        let raw: u64 = entries.iter().map(|e| e.raw_byte_len).sum();
+        let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
+        println!(r#"{{"raw_bytes":{raw},"stored_bytes":{stored}}}"#);
+        if let Ok(bin) = std::env::var("TET_FLOOR_ZSTD_BIN") {
+            let list = std::env::temp_dir().join(format!("tet-bench-chunks-{}.txt", std::process::id()));
+            let lines: Vec<String> = entries
+                .iter()
+                .map(|e| format!("{} {} {}", e.payload_offset, e.stored_byte_len, e.raw_byte_len))
+                .collect();
+            std::fs::write(&list, lines.join("\n"))?;
+            let out = std::process::Command::new(bin)
+                .args([tet, &list.display().to_string(), &reps.to_string()])
+                .output()?;
+            std::fs::remove_file(&list)?;
+            let line = String::from_utf8_lossy(&out.stdout);
+            eprintln!("native zstd floor {line}{}", String::from_utf8_lossy(&out.stderr));
+            report("floor_native_zstd", "full_mean", vec![json_number(&line, "median_s")]);
+        }
+        return time_queries(tet, parquet, reps, slice).await;
+    }
     // Floor: one pass summing every f32 of the dataset's payload (warm, in memory),
     // split over all cores as our partitions are.
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -170,7 +199,6 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
     // The native floor: benches/floor.c built for this machine (TET_FLOOR_BIN), over the
     // payload bytes, which this cube stores contiguously.
     if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
-        let entries: Vec<_> = ds.chunk_rows.iter().map(|&r| &file.chunks[r as usize]).collect();
         let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
         let end = entries
             .iter()
@@ -184,14 +212,22 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
             .output()?;
         let line = String::from_utf8_lossy(&out.stdout);
         eprintln!("native floor {line}");
-        let median: f64 = line
-            .split("\"median_s\": ")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(f64::NAN);
-        report("floor_native_c", "full_mean", vec![median]);
+        report("floor_native_c", "full_mean", vec![json_number(&line, "median_s")]);
     }
+    time_queries(tet, parquet, reps, slice).await
+}
+
+/// The number after `"key": ` in a floor program's JSON line (NaN when absent).
+fn json_number(line: &str, key: &str) -> f64 {
+    line.split(&format!("\"{key}\": "))
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|x| x.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Time the benchmark queries through each engine (`TET_BENCH_ENGINES`).
+async fn time_queries(tet: &str, parquet: Option<&str>, reps: usize, slice: u64) -> datafusion::error::Result<()> {
     for (engine, pushdown, table) in [
         ("ours_rust_api", true, "tet"),
         ("datafusion_over_our_scan", false, "tet"),

@@ -13,16 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "floor.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {

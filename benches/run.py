@@ -17,8 +17,14 @@ clauses, affine and other expressions of v). Engines, all in the same run:
   the native floor: benches/floor.c built with `cc -O3 -march=native -fopenmp`, two
   threads summing every f32 of the payload through a pre-faulted mmap.
 
+The same cube with zstd chunks (level 3) is timed for the plain shapes (full_mean, by_lat,
+by_time) against its own native floor, benches/floor_zstd.c (libzstd, the version our build
+uses compiled with -march=native, decompressing every chunk and summing it, two threads),
+with decoded GB/s beside each time.
+
 Usage: python3 benches/run.py [--time 512] [--reps 5] [--out benches/RESULTS.md]
-Installs numpy, pyarrow, duckdb, xarray and tet-py with pip if they are missing.
+Installs numpy, pyarrow, duckdb, xarray and tet-py with pip if they are missing (and
+libzstd-dev with apt when the zstd-sys sources are not in the cargo registry).
 """
 import argparse
 import json
@@ -93,16 +99,18 @@ def main():
     d.mkdir(parents=True, exist_ok=True)
     T, LAT, LON = a.time, a.lat, a.lon
     raw, tetf, parq = d / f"cube_{T}.f32", d / f"cube_{T}.tet", d / f"cube_{T}.parquet"
+    tetz = d / f"cube_{T}_zstd.tet"
     # `cargo bench` builds with the dev-dependencies' features, like `cargo test`, so it
     # reuses the test build; it also builds target/release/tet-sql.
     subprocess.check_call(["cargo", "bench", "--no-run", "--all-features", "--bench", "driver"], cwd=ROOT)
     driver = ["cargo", "bench", "-q", "--all-features", "--bench", "driver", "--"]
     tet_sql = ROOT / "target" / "release" / "tet-sql"
     arr = cube(T, LAT, LON)
-    if not tetf.exists():
-        arr.tofile(raw)
-        subprocess.check_call(driver + ["write-tet", str(raw), str(tetf), str(T), str(LAT), str(LON)])
-        raw.unlink()
+    for path, codec in ((tetf, "raw"), (tetz, "zstd")):
+        if not path.exists():
+            arr.tofile(raw)
+            subprocess.check_call(driver + ["write-tet", str(raw), str(path), str(T), str(LAT), str(LON), codec])
+            raw.unlink()
     if not parq.exists():
         lat_vals = np.linspace(-90.0, 90.0, LAT).astype("f4")
         lon_vals = (np.arange(LON) * 360.0 / LON).astype("f4")
@@ -120,7 +128,7 @@ def main():
             writer.write_table(table)
         writer.close()
     # Warm the page cache.
-    for p in (tetf, parq):
+    for p in (tetf, tetz, parq):
         with open(p, "rb") as f:
             while f.read(64 << 20):
                 pass
@@ -164,19 +172,59 @@ def main():
         if r.get("engine") == "ours_rust_api":
             results[("ours_rust_api_portable", r["query"])] = r["median_s"]
 
-    for q in QUERIES:
-        s = sql[q].format(t=f"tet('{tetf}', 'temp')")
+    def tet_sql_elapsed(s):
         # One session runs the query reps + 1 times; tet-sql's own "Elapsed" per query.
         # The first pays opening and mapping the file; the median of the others is the
-        # warm figure, and the process wall time (with start-up) is kept beside it.
+        # warm figure.
         out = subprocess.run([str(tet_sql), "--format", "csv", "-c"] + [s] * (a.reps + 1), check=True,
                              capture_output=True, text=True).stdout
         elapsed = [float(x) for x in re.findall(r"Elapsed ([0-9.]+) seconds", out)]
         assert len(elapsed) == a.reps + 1, out
-        results[("ours_tet_sql", q)] = statistics.median(elapsed[1:])
-        results[("ours_tet_sql_first", q)] = elapsed[0]
+        return statistics.median(elapsed[1:]), elapsed[0]
+
+    for q in QUERIES:
+        s = sql[q].format(t=f"tet('{tetf}', 'temp')")
+        # The process wall time (with start-up) is kept beside tet-sql's own Elapsed.
+        results[("ours_tet_sql", q)], results[("ours_tet_sql_first", q)] = tet_sql_elapsed(s)
         results[("ours_tet_sql_process", q)] = median_time(
             lambda: subprocess.run([str(tet_sql), "-q", "--format", "csv", "-c", s], check=True, capture_output=True), a.reps)
+
+    # zstd chunks: ours (Rust API and tet-sql) and the upstream engine against libzstd
+    # decompressing and summing every chunk (benches/floor_zstd.c).
+    # libzstd from the sources our build uses (the zstd-sys crate's copy), compiled for this
+    # machine, so both sides run the same zstd version; else the system's (libzstd-dev).
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    zlib = sorted(cargo_home.glob("registry/src/*/zstd-sys-*/zstd/lib"))
+    floor_zstd_bin = d / "floor_zstd"
+    if zlib:
+        z = zlib[-1]
+        zsrc = [str(p) for p in sorted((z / "common").glob("*.c")) + sorted((z / "decompress").glob("*.[cS]"))]
+        zflags, zdesc = [f"-I{z}"] + zsrc, f"libzstd {z.parent.parent.name.split('+')[-1]} from source"
+    else:
+        if not Path("/usr/include/zstd.h").exists():
+            subprocess.check_call(["sh", "-c", "apt-get install -y -q libzstd-dev || "
+                                   "(apt-get update -q && apt-get install -y -q libzstd-dev)"])
+        zflags, zdesc = ["-lzstd"], "the system's libzstd"
+    subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor_zstd.c")] + zflags +
+                          ["-o", str(floor_zstd_bin)])
+    ZQ = ["full_mean", "by_lat", "by_time"]
+    zres, zbytes = {}, {}
+    out = subprocess.check_output(driver + ["run", str(tetz), str(parq), str(a.reps)], text=True,
+                                  env=os.environ | {"TET_FLOOR_ZSTD_BIN": str(floor_zstd_bin),
+                                                    "TET_BENCH_ENGINES": "ours_rust_api",
+                                                    "TET_BENCH_QUERIES": ",".join(ZQ)})
+    for line in out.splitlines():
+        r = json.loads(line)
+        if "raw_bytes" in r:
+            zbytes = r
+        elif "engine" in r:
+            zres[(r["engine"], r["query"])] = r["median_s"]
+    for q in ZQ:
+        zres[("ours_tet_sql", q)], _ = tet_sql_elapsed(sql[q].format(t=f"tet('{tetz}', 'temp')"))
+    fz = tet.open(str(tetz))
+    zres[("upstream_tet_py", "full_mean")] = median_time(lambda: fz.mean("temp"), a.reps)
+    zres[("upstream_tet_py", "by_lat")] = median_time(lambda: fz.mean("temp", axes=[0, 2]), a.reps)
+    zres[("upstream_tet_py", "by_time")] = median_time(lambda: fz.mean("temp", axes=[1, 2]), a.reps)
 
     con = duckdb.connect()
     con.execute("SET threads = %d" % os.cpu_count())
@@ -269,6 +317,23 @@ def main():
               "and maps the file; ours_tet_sql_process: the process wall time of `tet-sql -c` (start-up included). "
               "xarray and numpy work on the "
               "array already in memory; xarray's float32 means accumulate in float32 (numpy's pairwise sum).", ""]
+    zfloor = zres[("floor_native_zstd", "full_mean")]
+    gbs = lambda x: zbytes["raw_bytes"] / x / 1e9
+    zcell = lambda e, q: (f"{zres[(e, q)]:.4f} s, {zres[(e, q)] / zfloor:.2f}x, {gbs(zres[(e, q)]):.1f} GB/s"
+                          if (e, q) in zres else "n/a")
+    lines += ["## zstd chunks", "",
+              f"The same cube with zstd chunks (level 3): {tetz.stat().st_size / 2**20:.0f} MiB, "
+              f"{zbytes['stored_bytes'] / 2**20:.0f} MiB of frames decoding to {zbytes['raw_bytes'] / 2**20:.0f} MiB. "
+              f"Native floor (`benches/floor_zstd.c` with {zdesc}, `cc -O3 -march=native -fopenmp`: libzstd "
+              f"decompresses every chunk into a per-thread buffer and its f32 are summed, two threads), same run: "
+              f"**{zfloor:.4f} s** ({gbs(zfloor):.1f} GB/s decoded). Each cell: median seconds, time / zstd floor, "
+              "decoded bytes per second.", "",
+              "| engine | " + " | ".join(ZQ) + " |", "| --- | " + " | ".join("---" for _ in ZQ) + " |"]
+    for e in ["ours_rust_api", "ours_tet_sql", "upstream_tet_py"]:
+        lines.append(f"| {e} | " + " | ".join(zcell(e, q) for q in ZQ) + " |")
+    lines.append("| ours_rust_api, raw chunks (above) | " + " | ".join(
+        f"{results[('ours_rust_api', q)]:.4f} s" for q in ZQ) + " |")
+    lines.append("")
     Path(a.out).write_text("\n".join(lines))
     print("\n".join(lines))
 

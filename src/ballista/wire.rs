@@ -288,7 +288,7 @@ fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
         Some(allowed) => allowed.permit(&f.location).ok_or_else(|| {
             plan_datafusion_err!(
                 "{}: a plan names a file outside the locations this process allows ({allowed}; \
-                 see --tet-allow-location)",
+                 see --tet-allow-location), or one that does not exist",
                 f.location
             )
         })?,

@@ -19,8 +19,9 @@ pub const DEFAULT_CACHE_BYTES: u64 = 256 << 20;
 /// object stores, the metadata bytes fetched; a local file's mapping is not memory the
 /// process holds) and the least recently used are dropped once the total passes
 /// [`SourceCache::max_bytes`] (session option `tet.cache_max_bytes`, applied by the
-/// session's opens through [`SourceCache::set_max_bytes`]). A dropped file is simply reopened by the next query that
-/// names it; plans and tables already holding it keep it alive.
+/// session's opens through [`SourceCache::set_max_bytes`]). A dropped file is simply
+/// reopened by the next query that names it; plans and tables already holding it keep it
+/// alive.
 ///
 /// [`crate::register`] installs one per session as a `SessionConfig` extension.
 #[derive(Debug)]
