@@ -60,10 +60,8 @@ pub struct RemoteFile {
     url: String,
     store: Arc<dyn ObjectStore>,
     path: Path,
-    size: u64,
-    e_tag: Option<String>,
-    /// The object's metadata when opened (its modification time is the version when there
-    /// is no ETag).
+    /// The object's metadata when opened: its size, its ETag and its modification time
+    /// (the version when there is no ETag).
     opened: ObjectMeta,
     /// True when the server ignored `Range` and the whole object was read at open: every
     /// read is then served from that copy.
@@ -139,8 +137,6 @@ impl RemoteFile {
             url: url.to_owned(),
             store,
             path,
-            size: meta.size,
-            e_tag: meta.e_tag.clone(),
             opened: meta.clone(),
             whole: whole_copy,
             pieces: RwLock::new(vec![]),
@@ -175,9 +171,8 @@ impl RemoteFile {
     /// True when `meta` describes the object as it was opened: same size and ETag, and,
     /// for a store without ETags, the same modification time.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        meta.size == self.size
-            && meta.e_tag == self.e_tag
-            && (self.e_tag.is_some() || meta.last_modified == self.opened.last_modified)
+        let o = &self.opened;
+        meta.size == o.size && meta.e_tag == o.e_tag && (o.e_tag.is_some() || meta.last_modified == o.last_modified)
     }
 
     /// The object's modification time when opened, in nanoseconds since 1970.
@@ -187,12 +182,12 @@ impl RemoteFile {
 
     /// The object's size when opened.
     pub fn size(&self) -> u64 {
-        self.size
+        self.opened.size
     }
 
     /// The object's ETag when opened, if the store reports one.
     pub fn e_tag(&self) -> Option<&str> {
-        self.e_tag.as_deref()
+        self.opened.e_tag.as_deref()
     }
 
     /// The URL given at open.
@@ -217,15 +212,15 @@ impl RemoteFile {
         }
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.e_tag.clone(),
-            if_unmodified_since: self.e_tag.is_none().then_some(self.opened.last_modified),
+            if_match: self.opened.e_tag.clone(),
+            if_unmodified_since: self.opened.e_tag.is_none().then_some(self.opened.last_modified),
             ..Default::default()
         };
         let res = match self.store.get_opts(&self.path, opts).await {
             Ok(r) => r,
             Err(datafusion::object_store::Error::Precondition { .. }) => {
                 return Err(FormatError::Changed {
-                    detail: match &self.e_tag {
+                    detail: match &self.opened.e_tag {
                         Some(e) => format!("its ETag is no longer {e}"),
                         None => format!("it was modified after {}", self.opened.last_modified),
                     },
@@ -237,8 +232,8 @@ impl RemoteFile {
             return Err(FormatError::Changed {
                 detail: format!(
                     "opened with {} bytes and ETag {}, now {} bytes and ETag {}",
-                    self.size,
-                    self.e_tag.as_deref().unwrap_or("-"),
+                    self.size(),
+                    self.e_tag().unwrap_or("-"),
                     res.meta.size,
                     res.meta.e_tag.as_deref().unwrap_or("-")
                 ),
@@ -251,7 +246,7 @@ impl RemoteFile {
                 region: "object body",
                 offset: range.start,
                 need: range.end - range.start,
-                file_len: self.size,
+                file_len: self.size(),
             });
         }
         Ok(body)
@@ -327,8 +322,8 @@ impl RemoteFile {
                         ));
                     }
                     // Read at least OPEN_READ, but never the whole object in one range.
-                    let end = range.end.max(range.start + OPEN_READ).min(self.size);
-                    let end = if range.start == 0 && end == self.size {
+                    let end = range.end.max(range.start + OPEN_READ).min(self.size());
+                    let end = if range.start == 0 && end == self.size() {
                         range.end
                     } else {
                         end
@@ -349,7 +344,7 @@ impl RemoteFile {
 
 impl ReadAt for RemoteFile {
     fn len(&self) -> u64 {
-        self.size
+        self.size()
     }
     /// Reads metadata already fetched (by [`RemoteFile::resolve`]); anything else is an
     /// error, since a synchronous caller cannot wait for the network.
@@ -376,7 +371,7 @@ struct MetadataView<'a> {
 
 impl ReadAt for MetadataView<'_> {
     fn len(&self) -> u64 {
-        self.file.size
+        self.file.size()
     }
     fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>, FormatError> {
         if let Some(b) = self.file.cached(offset, len) {

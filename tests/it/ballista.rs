@@ -698,21 +698,12 @@ async fn executors_read_files_from_an_s3_compatible_store() {
     let path = dir.path().join("cube.tet");
     cube(&path, 64);
     let store = crate::servers::moto_bucket(moto, "cluster");
-    store
-        .put(
-            &object_store::path::Path::from("cubes/cube.tet"),
-            PutPayload::from(std::fs::read(&path).unwrap()),
-        )
-        .await
-        .unwrap();
-    // A second copy outside the prefix the executors allow.
-    store
-        .put(
-            &object_store::path::Path::from("private/cube.tet"),
-            PutPayload::from(std::fs::read(&path).unwrap()),
-        )
-        .await
-        .unwrap();
+    let bytes = bytes::Bytes::from(std::fs::read(&path).unwrap());
+    // The second copy lies outside the prefix the executors allow.
+    for name in ["cubes/cube.tet", "private/cube.tet"] {
+        let payload = PutPayload::from(bytes.clone());
+        store.put(&object_store::path::Path::from(name), payload).await.unwrap();
+    }
     let env = crate::servers::moto_env(moto);
     let allow = ["--tet-allow-location".to_owned(), "s3://cluster/cubes/".to_owned()];
     // Scheduler and executors restricted: the scheduler refuses while planning, with the
