@@ -45,6 +45,7 @@ use std::sync::Arc;
 /// false` turns the pushdown off; `tet.coalesce_gap_bytes` & co. tune object store reads)
 /// and the session's [`io::SourceCache`] of opened files.
 pub fn register(ctx: &SessionContext) {
+    ctx.add_optimizer_rule(Arc::new(sql::TetJoinRewrite));
     ctx.add_optimizer_rule(Arc::new(sql::TetAggregatePushdown));
     install(&mut ctx.state_ref().write());
 }
@@ -53,6 +54,7 @@ pub fn register(ctx: &SessionContext) {
 /// from its session configuration): the same functions, factory, options and rule.
 pub fn register_state(state: SessionState) -> SessionState {
     let mut state = SessionStateBuilder::new_from_existing(state)
+        .with_optimizer_rule(Arc::new(sql::TetJoinRewrite))
         .with_optimizer_rule(Arc::new(sql::TetAggregatePushdown))
         .build();
     install(&mut state);

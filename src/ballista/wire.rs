@@ -16,7 +16,7 @@ use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
 use crate::io::{AllowedLocations, SourceVersion, TetSource, remote_url};
 use crate::plan::{
     AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, Limits, PruningCounts,
-    TableModel, tasks_by_id,
+    TableModel, ValueColumn, grid_count, tasks_by_id,
 };
 use crate::sql::{MetadataKind, TetConfig, TetMetadataTable, TetPartialAggregate, TetTableProvider, merge_functions};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 5;
+pub const WIRE_VERSION: u32 = 6;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -103,6 +103,22 @@ pub struct FileRef {
     /// The file's modification time (ns since 1970) when the plan was made.
     #[prost(int64, optional, tag = "9")]
     pub modified_ns: Option<i64>,
+    /// A table of several datasets: every value column (the first is this file's
+    /// `dataset`); empty for a table of one dataset (its value column `v`).
+    #[prost(message, repeated, tag = "10")]
+    pub values: Vec<ValueRef>,
+}
+
+/// One value column of a table of several datasets.
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueRef {
+    /// The dataset's file at one version (`location`, `dataset`, `len`, `e_tag`,
+    /// `modified_ns`).
+    #[prost(message, optional, tag = "1")]
+    pub file: Option<FileRef>,
+    /// The column's name.
+    #[prost(string, tag = "2")]
+    pub name: String,
 }
 
 /// `tet_datasets()` (no `chunks`) or `tet_chunks()` (`chunks`, of `dataset` or of all).
@@ -136,6 +152,9 @@ pub struct AggSpecNode {
     pub scale: Option<f64>,
     #[prost(double, optional, tag = "6")]
     pub offset: Option<f64>,
+    /// The second input of a function of two (`corr(expr, expr_y)`).
+    #[prost(message, optional, tag = "7")]
+    pub expr_y: Option<LogicalExprNode>,
 }
 
 /// A group key: axis `axis`, or an expression of it.
@@ -265,6 +284,20 @@ fn file_ref(table: &TableModel) -> FileRef {
     f.max_tile_bytes = table.limits.max_tile_bytes;
     f.max_dataset_cells = table.limits.max_dataset_cells;
     f.max_axis_positions = table.limits.max_axis_positions;
+    if table.is_multi() {
+        f.values = table
+            .values
+            .iter()
+            .map(|v| {
+                let mut file = source_ref(&v.source);
+                file.dataset = v.dataset().name().to_owned();
+                ValueRef {
+                    file: Some(file),
+                    name: v.name.clone(),
+                }
+            })
+            .collect();
+    }
     f
 }
 
@@ -323,6 +356,29 @@ fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> 
         max_dataset_cells: f.max_dataset_cells,
         max_axis_positions: f.max_axis_positions,
     };
+    let table = if f.values.is_empty() {
+        table
+    } else {
+        let values = f
+            .values
+            .iter()
+            .map(|v| {
+                let file = required(v.file.clone(), "value column's file")?;
+                let source = if file.location == f.location {
+                    table.source.clone()
+                } else {
+                    open_file(&file, ctx)?
+                };
+                let id = source
+                    .file
+                    .dataset(&file.dataset)
+                    .map_err(|e| e.in_file(&source.location))?
+                    .id;
+                ValueColumn::new(source, id, &v.name)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Arc::new(TableModel::zip(&[TableModel::clone(&table)], values)?)
+    };
     Ok(table.with_nan_is_null(f.nan_is_null).with_limits(limits))
 }
 
@@ -361,14 +417,16 @@ fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {
             .aggs
             .iter()
             .map(|s| {
-                let (expr, affine) = match &s.input {
-                    AggInput::Value { affine } => (None, *affine),
-                    AggInput::Expr(e) => (Some(expr_node(e)?), None),
+                let (expr, expr_y, affine) = match &s.input {
+                    AggInput::Value { affine } => (None, None, *affine),
+                    AggInput::Expr(e) => (Some(expr_node(e)?), None, None),
+                    AggInput::Pair(x, y) => (Some(expr_node(x)?), Some(expr_node(y)?), None),
                 };
                 Ok(AggSpecNode {
                     func: s.func.name().to_owned(),
                     input_type: Some(type_node(&s.input_type)?),
                     expr,
+                    expr_y,
                     filter: s.filter.as_ref().map(expr_node).transpose()?,
                     scale: affine.map(|m| m.scale),
                     offset: affine.map(|m| m.offset),
@@ -399,12 +457,13 @@ fn aggregation_of(n: Option<AggregationNode>, table: &TableModel, ctx: &TaskCont
         .map(|a| {
             let func = AggFunc::from_name(&a.func)
                 .ok_or_else(|| plan_datafusion_err!("a tet aggregate names an unknown function {:?}", a.func))?;
-            let input = match (&a.expr, a.scale, a.offset) {
-                (Some(e), None, None) => AggInput::Expr(expr_of(e, ctx)?),
-                (None, Some(scale), Some(offset)) => AggInput::Value {
+            let input = match (&a.expr, &a.expr_y, a.scale, a.offset) {
+                (Some(x), Some(y), None, None) => AggInput::Pair(expr_of(x, ctx)?, expr_of(y, ctx)?),
+                (Some(e), None, None, None) => AggInput::Expr(expr_of(e, ctx)?),
+                (None, None, Some(scale), Some(offset)) => AggInput::Value {
                     affine: Some(Affine { scale, offset }),
                 },
-                (None, None, None) => AggInput::Value { affine: None },
+                (None, None, None, None) => AggInput::Value { affine: None },
                 _ => {
                     return Err(plan_datafusion_err!(
                         "a tet aggregate with an expression and an affine map"
@@ -473,8 +532,8 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
         })
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(bad)?;
-    let rec = &table.dataset().record;
-    let tasks = tasks_by_id(rec, &selection, &[n.chunks])
+    let records = table.records();
+    let tasks = tasks_by_id(&records, &selection, &[n.chunks])
         .map_err(bad)?
         .pop()
         .unwrap_or_default();
@@ -486,9 +545,9 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
     };
     let access = AccessPlan {
         pruning: PruningCounts {
-            chunks_total: rec.chunk_count,
-            pruned_by_axes: n.pruned_by_axes.min(rec.chunk_count),
-            pruned_by_zone: n.pruned_by_zone.min(rec.chunk_count),
+            chunks_total: grid_count(&records),
+            pruned_by_axes: n.pruned_by_axes.min(grid_count(&records)),
+            pruned_by_zone: n.pruned_by_zone.min(grid_count(&records)),
         },
         selection,
         tasks,

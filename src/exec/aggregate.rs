@@ -15,12 +15,12 @@
 use super::ChunkFeed;
 use super::expr::TileExprs;
 use super::fold::{
-    Accumulators, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_dot, fold_elementwise, fold_run,
-    fold_value, fold_weighted_run,
+    Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_dot, fold_elementwise,
+    fold_run, fold_value, fold_weighted_run,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
-use super::payload::{Payload, decode_tile, payload_stream};
+use super::payload::{Payload, PayloadMetrics, payload_stream};
 use super::program::{BLOCK, Lane, Program, Scratch, Ty};
 use super::simd::multiversion;
 use crate::format::{elements, with_dtype};
@@ -121,8 +121,12 @@ struct Input {
 #[derive(Debug)]
 struct FoldPlan {
     inputs: Vec<Input>,
-    /// Per aggregate: its input.
-    of_agg: Vec<usize>,
+    /// Per aggregate: its input, or for a function of two inputs, its pair (index into
+    /// `pairs`).
+    of_agg: Vec<Slot>,
+    /// The inputs of functions of two (`corr`): expressions (indices into `exprs`) and
+    /// the `FILTER`.
+    pairs: Vec<PairInput>,
     /// The input counting the rows that pass the row filter.
     rows: usize,
     exprs: TileExprs,
@@ -132,6 +136,21 @@ struct FoldPlan {
     weights: Vec<(usize, Expr)>,
     /// Compiled expressions of `v`.
     programs: Vec<Program>,
+}
+
+/// Where an aggregate's statistics are kept.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Input(usize),
+    Pair(usize),
+}
+
+/// Two evaluated inputs folded as co-moments.
+#[derive(Debug, Clone, PartialEq)]
+struct PairInput {
+    x: usize,
+    y: usize,
+    filter: Option<usize>,
 }
 
 impl FoldPlan {
@@ -162,7 +181,7 @@ impl FoldPlan {
             needs: Needs::default(),
             float: dtype.is_float(),
             unsigned: dtype.is_unsigned(),
-            packed: table.packing.is_some(),
+            packed: table.value().packing.is_some(),
         };
         // Either filter as a range of the stored values, both combined.
         let range_of = |f: &Option<Expr>| match f {
@@ -175,6 +194,26 @@ impl FoldPlan {
                 (a, b) => Some(a.or(b)),
             }
         };
+        // Functions of two inputs fold their pairs as co-moments.
+        let mut pairs: Vec<PairInput> = Vec::new();
+        let pair_of: Vec<Option<usize>> = aggregation
+            .aggs
+            .iter()
+            .map(|a| {
+                let AggInput::Pair(x, y) = &a.input else {
+                    return None;
+                };
+                let p = PairInput {
+                    x: expr_index(x.clone()),
+                    y: expr_index(y.clone()),
+                    filter: a.filter.clone().map(&mut expr_index),
+                };
+                Some(pairs.iter().position(|q| *q == p).unwrap_or_else(|| {
+                    pairs.push(p);
+                    pairs.len() - 1
+                }))
+            })
+            .collect();
         let mut evaluated = |value: Option<Expr>, filter: &Option<Expr>, a: Option<&AggSpec>| Input {
             source: Source::Evaluated {
                 value: value.map(&mut expr_index),
@@ -192,8 +231,12 @@ impl FoldPlan {
         let mut of_agg = Vec::new();
         let mut weights: Vec<(usize, Expr)> = Vec::new();
         let mut programs: Vec<Program> = Vec::new();
-        let packing = table.packing.map(Affine::from);
-        for a in &aggregation.aggs {
+        let packing = table.value().packing.map(Affine::from);
+        for (a, pair) in aggregation.aggs.iter().zip(&pair_of) {
+            if let Some(j) = pair {
+                of_agg.push(Slot::Pair(*j));
+                continue;
+            }
             let plain = matches!(a.input, AggInput::Value { .. }) || a.func == AggFunc::CountStar;
             let weighted = match &a.input {
                 AggInput::Expr(e) if matches!(a.func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count) => {
@@ -259,6 +302,7 @@ impl FoldPlan {
                             })
                         }
                         (AggInput::Expr(e), _) => Some(e.clone()),
+                        (AggInput::Pair(..), _) => None,
                     };
                     evaluated(value, &a.filter, Some(a))
                 }
@@ -267,14 +311,15 @@ impl FoldPlan {
                 needs: needs(a),
                 ..input
             });
-            of_agg.push(i);
+            of_agg.push(Slot::Input(i));
         }
-        let uses_rows = inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
+        let uses_rows = !pairs.is_empty() || inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
         let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
         let exprs = TileExprs::new(table, &exprs)?;
         Ok(FoldPlan {
             inputs,
             of_agg,
+            pairs,
             rows,
             exprs,
             row_filter,
@@ -381,6 +426,7 @@ impl TetAggregateExec {
                         format!("{}(v * {} + {})", f.name(), m.scale, m.offset)
                     }
                     (AggInput::Expr(e), f) => format!("{}({e})", f.name()),
+                    (AggInput::Pair(x, y), f) => format!("{}({x}, {y})", f.name()),
                 };
                 match &a.filter {
                     Some(p) => format!("{arg} FILTER (WHERE {p})"),
@@ -421,13 +467,8 @@ impl ExecutionPlan for TetAggregateExec {
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let table = &self.table;
-        let metrics = AggregateMetrics::new(
-            &self.metrics,
-            partition,
-            &self.feed.access.pruning,
-            table.source.is_remote(),
-        );
-        let reads_payload = self.aggregation.reads_payload(table.has_missing());
+        let metrics = AggregateMetrics::new(&self.metrics, partition, &self.feed.access.pruning, table.is_remote());
+        let columns = self.aggregation.value_columns(table);
         let job = FoldJob {
             table: table.clone(),
             aggregation: self.aggregation.clone(),
@@ -445,13 +486,16 @@ impl ExecutionPlan for TetAggregateExec {
             let payloads = payload_stream(
                 job.table.clone(),
                 tasks,
-                reads_payload,
+                columns,
                 fetch,
-                metrics.read.fetch.clone(),
+                PayloadMetrics {
+                    read: metrics.read.clone(),
+                    decode: vec![metrics.fold_time.clone(), metrics.baseline.elapsed_compute().clone()],
+                },
             );
-            let (acc, gi) = job.fold(payloads, &selection, &metrics, &mut reservation).await?;
+            let (acc, pairs, gi) = job.fold(payloads, &selection, &metrics, &mut reservation).await?;
             let _t = metrics.baseline.elapsed_compute().timer();
-            let batch = job.emit(&acc, &gi)?;
+            let batch = job.emit(&acc, &pairs, &gi)?;
             metrics.baseline.record_output(batch.num_rows());
             Ok(batch)
         }));
@@ -482,7 +526,7 @@ impl FoldJob {
         selection: &[AxisSelection],
         metrics: &AggregateMetrics,
         reservation: &mut MemoryReservation,
-    ) -> Result<(Vec<Accumulators>, GroupIndex)> {
+    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>, GroupIndex)> {
         let table = &self.table;
         let ds = table.dataset();
         let gi = GroupIndex::new(table, &self.aggregation, selection)?;
@@ -500,6 +544,12 @@ impl FoldJob {
             .inputs
             .iter()
             .map(|i| Accumulators::bytes(gi.count, i.needs, i.float))
+            .chain(
+                self.fold
+                    .pairs
+                    .iter()
+                    .map(|_| gi.count.saturating_mul(size_of::<CoMoment>())),
+            )
             .fold(0, usize::saturating_add);
         let by_position: usize = gi.held_bytes() + weights.iter().map(AxisValues::held_bytes).sum::<usize>();
         reservation.try_grow(dense.saturating_add(by_position))?;
@@ -509,28 +559,25 @@ impl FoldJob {
             .iter()
             .map(|i| Accumulators::new(gi.count, i.needs, i.float))
             .collect();
+        let mut pairs: Vec<Vec<CoMoment>> = vec![vec![CoMoment::default(); gi.count]; self.fold.pairs.len()];
         while let Some(next) = payloads.next().await {
             // Local payloads are always ready: spend the task's budget per chunk so a long
             // fold yields to the runtime now and then (and a cancelled query stops).
             tokio::task::consume_budget().await;
-            let (task, stored) = next?;
+            let (task, tiles) = next?;
             let _fold = metrics.fold_time.timer();
             let _compute = metrics.baseline.elapsed_compute().timer();
             let start = task.tile_start(&ds.record.chunk_shape);
-            let tile = match stored {
-                Some(stored) => {
-                    metrics.read.chunk(stored.len() as u64);
-                    Some(decode_tile(table, &task, stored)?)
-                }
-                None => None,
-            };
+            // The kernels over stored values read the one value column of a table of one
+            // dataset; a table of several has only evaluated inputs (and counts of cells).
+            let tile = tiles.first().cloned().flatten().filter(|_| !table.is_multi());
             // Expressions: the row filter over every selected cell, the rest over the
             // cells it keeps.
             let (row_mask, kept) = if self.fold.exprs.is_empty() {
                 (None, None)
             } else {
                 let exprs = &self.fold.exprs;
-                let batch = exprs.batch(table, &task, &start, tile.as_ref())?;
+                let batch = exprs.batch(table, &task, &start, &tiles)?;
                 match self.fold.row_filter {
                     Some(i) => {
                         let mask = boolean(exprs.evaluate(i, &batch)?)?;
@@ -602,17 +649,28 @@ impl FoldJob {
                     fold_evaluated(input, acc, &gi, &task, &start, value.as_ref(), masks)?
                 }
             }
+            for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
+                let (x, y) = (eval(p.x)?, eval(p.y)?);
+                let filter = p.filter.map(|i| eval(i).and_then(boolean)).transpose()?;
+                let masks = Masks {
+                    rows: row_mask.as_ref(),
+                    filter: filter.as_ref(),
+                };
+                fold_pair(acc, &gi, &task, &start, &x, &y, masks)?
+            }
         }
-        Ok((accs, gi))
+        Ok((accs, pairs, gi))
     }
 
-    fn emit(&self, accs: &[Accumulators], gi: &GroupIndex) -> Result<RecordBatch> {
+    fn emit(&self, accs: &[Accumulators], pairs: &[Vec<CoMoment>], gi: &GroupIndex) -> Result<RecordBatch> {
         let rows = &accs[self.fold.rows];
         let touched: Vec<usize> = (0..rows.len()).filter(|&g| rows.cells[g] > 0).collect();
         let mut cols = gi.key_columns(&touched)?;
         for column in self.aggregation.state_columns() {
-            let i = self.fold.of_agg[column.agg];
-            cols.push(self.state_array(&column, &self.fold.inputs[i], &accs[i], &touched)?);
+            cols.push(match self.fold.of_agg[column.agg] {
+                Slot::Input(i) => self.state_array(&column, &self.fold.inputs[i], &accs[i], &touched)?,
+                Slot::Pair(j) => comoment_array(column.state, &pairs[j], &touched)?,
+            });
         }
         Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
     }
@@ -636,10 +694,10 @@ impl FoldJob {
             ))
         };
         let spec = &self.aggregation.aggs[column.agg];
-        let packing = self.table.packing.filter(|_| input.packed).map(Affine::from);
+        let packing = self.table.value().packing.filter(|_| input.packed).map(Affine::from);
         let affine = match spec.input {
             AggInput::Value { affine } => affine,
-            AggInput::Expr(_) => None,
+            AggInput::Expr(_) | AggInput::Pair(..) => None,
         };
         let map = match (packing, affine) {
             (Some(p), Some(a)) => Some(p.then(a)),
@@ -685,7 +743,7 @@ impl FoldJob {
                     ));
                     return Ok(arrow::compute::cast(&arr, &column.data_type)?);
                 }
-                State::Cells | State::Count => {}
+                State::Cells | State::Count | State::MeanY | State::M2Y | State::CoM2 => {}
             }
         }
         let counts = |v: &[u64]| -> ArrayRef {
@@ -731,8 +789,78 @@ impl FoldJob {
                     "TetAggregateExec: a sum state of type {t}"
                 )));
             }
+            (s @ (State::MeanY | State::M2Y | State::CoM2), _) => {
+                return internal_err!("TetAggregateExec: a {s:?} state of one input");
+            }
         })
     }
+}
+
+/// One co-moment state column over the `touched` groups (NULL where a group has no pair).
+fn comoment_array(state: State, acc: &[CoMoment], touched: &[usize]) -> Result<ArrayRef> {
+    let at = |g: usize| acc[g];
+    if state == State::Count {
+        return Ok(Arc::new(UInt64Array::from_iter_values(
+            touched.iter().map(|&g| at(g).n),
+        )));
+    }
+    let pick = |m: CoMoment| match state {
+        State::Mean => Ok(m.mean_x),
+        State::MeanY => Ok(m.mean_y),
+        State::M2 => Ok(m.m2_x),
+        State::M2Y => Ok(m.m2_y),
+        State::CoM2 => Ok(m.c2),
+        other => internal_err!("TetAggregateExec: no {other:?} state of a pair of inputs"),
+    };
+    let values = touched
+        .iter()
+        .map(|&g| {
+            let m = at(g);
+            if m.n == 0 { Ok(None) } else { pick(m).map(Some) }
+        })
+        .collect::<Result<Float64Array>>()?;
+    Ok(Arc::new(values))
+}
+
+/// Fold the pairs of two evaluated inputs `x`, `y` of one task into co-moments: the cells
+/// the row filter and `FILTER` keep where neither is NULL.
+fn fold_pair(
+    acc: &mut [CoMoment],
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    x: &ArrayRef,
+    y: &ArrayRef,
+    masks: Masks,
+) -> Result<()> {
+    let x = arrow::compute::cast(x, &DataType::Float64)?;
+    let y = arrow::compute::cast(y, &DataType::Float64)?;
+    let (xs, ys) = (x.as_primitive::<Float64Type>(), y.as_primitive::<Float64Type>());
+    let (xn, yn) = (xs.logical_nulls(), ys.logical_nulls());
+    let (xv, yv) = (xs.values(), ys.values());
+    let mut j = 0usize;
+    walk_segments(gi, task, start, None, |s| {
+        let c = s.cell_offset;
+        for i in 0..s.len {
+            if masks.rows.is_some_and(|m| !is_true(m, c + i)) {
+                continue;
+            }
+            let k = j;
+            j += 1;
+            if masks.filter.is_some_and(|m| !is_true(m, k))
+                || xn.as_ref().is_some_and(|n| n.is_null(k))
+                || yn.as_ref().is_some_and(|n| n.is_null(k))
+            {
+                continue;
+            }
+            let g = match s.target {
+                Target::One(g) => g,
+                Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+            };
+            acc[g].add(xv[k], yv[k]);
+        }
+    });
+    Ok(())
 }
 
 /// Fold the stored values of one chunk task (`tile`; without it only cells are counted)
@@ -763,7 +891,7 @@ fn fold_stored(
     };
     with_dtype!(table.dataset().dtype(), T => {
         let keep = Keep {
-            missing: Missing::<T>::of(&table.missing),
+            missing: Missing::<T>::of(&table.value().missing),
             range,
         };
         let t = elements::<T>(tile);
@@ -835,7 +963,7 @@ fn fold_weighted(
     with_dtype!(table.dataset().dtype(), T => {
         // A NULL value matters only where the weight multiplies it or a condition reads it.
         let missing = if w.value.is_some() || range.is_some() {
-            Missing::<T>::of(&table.missing)
+            Missing::<T>::of(&table.value().missing)
         } else {
             Missing::default()
         };
@@ -914,7 +1042,7 @@ fn fold_program(
     let mut scratch = program.scratch();
     with_dtype!(table.dataset().dtype(), T => {
         let keep = Keep {
-            missing: Missing::<T>::of(&table.missing),
+            missing: Missing::<T>::of(&table.value().missing),
             range,
         };
         let t = elements::<T>(tile);

@@ -4,7 +4,7 @@
 
 use super::fold::{Elem, Missing};
 use crate::format::{DType, MissingValues, Packing, elements, with_dtype};
-use crate::plan::{ChunkTask, array_from_le};
+use crate::plan::{ChunkTask, ValueColumn, array_from_le};
 use arrow::array::{ArrayRef, Float64Array};
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use std::sync::Arc;
@@ -28,11 +28,17 @@ pub fn axis_positions(task: &ChunkTask, tile_start: &[u64], d: usize, limit: usi
     out
 }
 
+/// The cells of `value` that `task` (a task of its dataset: see [`ChunkTask::part`])
+/// selects of a decoded tile (`tile` = the tile's raw little-endian bytes).
+pub fn value_array(value: &ValueColumn, tile: Buffer, task: &ChunkTask) -> ArrayRef {
+    value_cells(value.dataset().dtype(), tile, task, &value.missing, value.packing)
+}
+
 /// The value column for the selected cells of a decoded tile (`tile` = the tile's raw
 /// little-endian bytes of `dtype`): cells `missing` marks are NULL, and a packed dataset's
 /// values are unpacked to Float64. Cells that are one contiguous stretch of the tile
 /// share its buffer.
-pub fn value_array(
+fn value_cells(
     dtype: DType,
     tile: Buffer,
     task: &ChunkTask,
@@ -84,11 +90,13 @@ mod tests {
             .map(|r| r.iter().map(|(a, b)| b - a).sum::<u64>())
             .product();
         ChunkTask {
+            id: 0,
             linear: 0,
             coords: vec![0; tile.len()],
             local,
             tile_extent: tile,
             cells,
+            parts: vec![],
         }
     }
 
@@ -135,14 +143,14 @@ mod tests {
             values: vec![(-9.0f32).to_le_bytes().to_vec()],
             nan: false,
         };
-        let a = value_array(DType::F32, buf, &t, &fill, None);
+        let a = value_cells(DType::F32, buf, &t, &fill, None);
         let a = a.as_any().downcast_ref::<Float32Array>().unwrap();
         assert_eq!(
             a.iter().collect::<Vec<_>>(),
             vec![Some(1.0), None, Some(3.0), Some(4.0)]
         );
         let t = task(vec![4], vec![vec![(2, 4)]]);
-        let a = value_array(DType::F32, Buffer::from_vec(vals), &t, &MissingValues::default(), None);
+        let a = value_cells(DType::F32, Buffer::from_vec(vals), &t, &MissingValues::default(), None);
         assert_eq!(a.len(), 2);
         // Packed i16: nulls on the raw value, then raw × scale + offset.
         let raw: Vec<u8> = [10i16, -1, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -155,7 +163,7 @@ mod tests {
             offset: 100.0,
         };
         let t = task(vec![3], vec![vec![(0, 3)]]);
-        let a = value_array(DType::I16, Buffer::from_vec(raw), &t, &fill, Some(packing));
+        let a = value_cells(DType::I16, Buffer::from_vec(raw), &t, &fill, Some(packing));
         let a = a.as_any().downcast_ref::<Float64Array>().unwrap();
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![Some(105.0), None, Some(102.0)]);
     }

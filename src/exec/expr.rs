@@ -68,30 +68,28 @@ impl TileExprs {
         self.exprs.is_empty()
     }
 
-    /// The batch of the selected cells of `task` (`tile`: its decoded bytes, absent when
-    /// no expression reads `v`; `start`: the tile's global start), in the order
-    /// [`walk_segments`](super::groups::walk_segments) numbers them.
+    /// The batch of the selected cells of `task` (`tiles`: the decoded tiles of the value
+    /// columns, absent for those no expression reads; `start`: the tile's global start), in
+    /// the order [`walk_segments`](super::groups::walk_segments) numbers them.
     pub fn batch(
         &self,
         table: &TableModel,
         task: &ChunkTask,
         start: &[u64],
-        tile: Option<&Buffer>,
+        tiles: &[Option<Buffer>],
     ) -> Result<RecordBatch> {
         let rows = task.cells as usize;
         let mut cols = Vec::with_capacity(self.columns.len());
         for &c in &self.columns {
-            cols.push(if c == table.value_index() {
-                let tile = tile.ok_or_else(|| plan_datafusion_err!("an expression of v without its tile"))?;
-                value_array(
-                    table.dataset().dtype(),
-                    tile.clone(),
-                    task,
-                    &table.missing,
-                    table.packing,
-                )
-            } else {
-                table.axes[c].take(&axis_positions(task, start, c, rows))?
+            cols.push(match table.value_at(c) {
+                Some((k, value)) => {
+                    let tile = tiles
+                        .get(k)
+                        .and_then(Option::as_ref)
+                        .ok_or_else(|| plan_datafusion_err!("an expression of {} without its tile", value.name))?;
+                    value_array(value, tile.clone(), &task.part(k))
+                }
+                None => table.axes[c].take(&axis_positions(task, start, c, rows))?,
             });
         }
         Ok(RecordBatch::try_new_with_options(

@@ -43,6 +43,55 @@ impl Moments {
     }
 }
 
+/// A co-moment state of two inputs: count, both means, both sums of squared deviations
+/// and the sum of products of deviations (`corr`, `covar_pop`, `covar_samp`).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct CoMoment {
+    pub n: u64,
+    pub mean_x: f64,
+    pub mean_y: f64,
+    pub m2_x: f64,
+    pub m2_y: f64,
+    pub c2: f64,
+}
+
+impl CoMoment {
+    /// Add one pair (Welford's update).
+    #[inline]
+    pub fn add(&mut self, x: f64, y: f64) {
+        self.n += 1;
+        let n = self.n as f64;
+        let dx = x - self.mean_x;
+        let dy = y - self.mean_y;
+        self.mean_x += dx / n;
+        self.mean_y += dy / n;
+        self.m2_x += dx * (x - self.mean_x);
+        self.m2_y += dy * (y - self.mean_y);
+        self.c2 += dx * (y - self.mean_y);
+    }
+
+    /// Merge another state (Chan et al.).
+    pub fn merge(&mut self, b: CoMoment) {
+        if b.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = b;
+            return;
+        }
+        let (na, nb) = (self.n as f64, b.n as f64);
+        let total = na + nb;
+        let (dx, dy) = (b.mean_x - self.mean_x, b.mean_y - self.mean_y);
+        let w = na * nb / total;
+        self.mean_x += dx * nb / total;
+        self.mean_y += dy * nb / total;
+        self.m2_x += b.m2_x + dx * dx * w;
+        self.m2_y += b.m2_y + dy * dy * w;
+        self.c2 += b.c2 + dx * dy * w;
+        self.n += b.n;
+    }
+}
+
 /// Which statistics the aggregates need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {

@@ -100,7 +100,7 @@ impl ChunkFeed {
 
     /// `access` fed by `input` (e.g. both decoded from a serialized plan).
     pub fn from_input(access: AccessPlan, input: Arc<dyn ExecutionPlan>) -> Result<Self> {
-        let index = access.tasks.iter().enumerate().map(|(i, t)| (t.linear, i)).collect();
+        let index = access.tasks.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
         ChunkFeed {
             input: input.clone(),
             access: Arc::new(access),
@@ -150,7 +150,7 @@ impl ChunkFeed {
 
     /// Every planned chunk id, ascending.
     pub fn chunk_ids(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.access.tasks.iter().map(|t| t.linear).collect();
+        let mut ids: Vec<u64> = self.access.tasks.iter().map(|t| t.id).collect();
         ids.sort_unstable();
         ids
     }

@@ -1,24 +1,36 @@
 //! Payloads: the stored bytes of a partition's chunks, read window by window, and the one
-//! place they become decoded tiles ([`decode_tile`]).
+//! place they become decoded tiles ([`decode_tile`]), handed out per task with the tile of
+//! every value column read ([`payload_stream`]).
 
 use super::ChunkFeed;
-use super::metrics::FetchMetrics;
+use super::metrics::ReadMetrics;
 use crate::format::codec;
 use crate::io::{FetchOptions, windows};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::buffer::Buffer;
 use bytes::Bytes;
-use datafusion::common::Result;
+use datafusion::common::{Result, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
+use datafusion::physical_plan::metrics::Time;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// A chunk task with its stored payload (`None` when the payload is not needed).
-pub(crate) type Payload = (ChunkTask, Option<Bytes>);
+/// A chunk task with the decoded tile of each value column of its table (`None` for the
+/// columns not read).
+pub(crate) type Payload = (ChunkTask, Vec<Option<Buffer>>);
+
+/// What reading a partition's payloads records: chunks and bytes read, object store
+/// traffic, and the timers decoding runs under.
+#[derive(Debug, Clone)]
+pub(crate) struct PayloadMetrics {
+    pub read: ReadMetrics,
+    pub decode: Vec<Time>,
+}
 
 /// The payloads of output `partition` of a node fed by `feed`: its chunk ids first, then
 /// [`payload_stream`] over their tasks.
@@ -29,81 +41,171 @@ pub(crate) fn feed_payloads(
     context: Arc<TaskContext>,
     node: &'static str,
     table: Arc<TableModel>,
-    reads_payload: bool,
+    columns: Vec<usize>,
     opts: FetchOptions,
-    metrics: Option<FetchMetrics>,
+    metrics: PayloadMetrics,
 ) -> BoxStream<'static, Result<Payload>> {
     futures::stream::once(async move {
         let tasks = feed.tasks_of(partition, context, node).await?;
-        Ok::<_, DataFusionError>(payload_stream(table, tasks, reads_payload, opts, metrics))
+        Ok::<_, DataFusionError>(payload_stream(table, tasks, columns, opts, metrics))
     })
     .try_flatten()
     .boxed()
 }
 
-/// The tasks of one partition with their stored payloads, in task order.
+/// The tasks of one partition with the decoded tiles of the value columns `columns`
+/// (indices into `table.values`), in task order.
 ///
-/// Local files hand out slices of the mmap. Object stores are read a window of
-/// `opts.window` stored bytes at a time (coalesced range requests, at most
-/// `opts.concurrency` in flight), with the next window fetched while the current one is
-/// consumed: memory is bounded by two windows, never by the file size.
+/// Each chunk is read and decoded once, in the order tasks first need it, and dropped
+/// after the last task that needs it (in a table of datasets with different chunk grids,
+/// several tasks share a chunk). Local files hand out slices of the mmap. Object stores
+/// are read a window of `opts.window` stored bytes at a time (coalesced range requests,
+/// at most `opts.concurrency` in flight), with the next window fetched while the current
+/// one is consumed: memory is bounded by two windows and the tiles still needed, never by
+/// the file size.
 pub(crate) fn payload_stream(
     table: Arc<TableModel>,
     tasks: Vec<ChunkTask>,
-    reads_payload: bool,
+    columns: Vec<usize>,
     opts: FetchOptions,
-    metrics: Option<FetchMetrics>,
+    metrics: PayloadMetrics,
 ) -> BoxStream<'static, Result<Payload>> {
-    if !reads_payload {
-        return futures::stream::iter(tasks.into_iter().map(|t| Ok((t, None)))).boxed();
+    let n = table.values.len();
+    if columns.is_empty() {
+        return futures::stream::iter(tasks.into_iter().map(move |t| Ok((t, vec![None; n])))).boxed();
     }
-    let (file, ds) = (&table.source.file, table.dataset());
-    let spans: Vec<Range<u64>> = tasks
+    // Every chunk to read, (column, chunk id), in first-use order; and the last task using each.
+    let mut reads: Vec<(usize, u64)> = Vec::new();
+    let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
+    for (i, t) in tasks.iter().enumerate() {
+        for &k in &columns {
+            let key = (k, t.chunk_of(k));
+            if last_use.insert(key, i).is_none() {
+                reads.push(key);
+            }
+        }
+    }
+    let spans: Vec<Range<u64>> = reads
         .iter()
-        .map(|t| {
-            let (_, e) = file.chunk(ds, t.linear);
+        .map(|&(k, linear)| {
+            let v = &table.values[k];
+            let (_, e) = v.source.file.chunk(v.dataset(), linear);
             e.payload_offset..e.payload_offset + e.stored_byte_len
         })
         .collect();
-    let window = if table.source.is_remote() {
-        opts.window
-    } else {
-        u64::MAX
-    };
-    let sizes: Vec<u64> = spans.iter().map(|s| s.end - s.start).collect();
-    let groups = windows(&sizes, window);
-    let tasks = Arc::new(tasks);
-    let spans = Arc::new(spans);
-    futures::stream::iter(groups)
-        .map(move |g| {
-            let (table, tasks, spans, metrics) = (table.clone(), tasks.clone(), spans.clone(), metrics.clone());
-            async move {
-                let fetched = table.source.fetch(&spans[g.clone()], &opts).await?;
-                if let Some(m) = &metrics {
-                    m.record(fetched.requests, fetched.bytes_fetched);
+    // Windows of consecutive reads from one file.
+    let mut groups: Vec<Range<usize>> = Vec::new();
+    let mut at = 0;
+    while at < reads.len() {
+        let source = &table.values[reads[at].0].source;
+        let end = (at..reads.len())
+            .find(|&i| !Arc::ptr_eq(&table.values[reads[i].0].source, source))
+            .unwrap_or(reads.len());
+        let window = if source.is_remote() { opts.window } else { u64::MAX };
+        let sizes: Vec<u64> = spans[at..end].iter().map(|s| s.end - s.start).collect();
+        groups.extend(windows(&sizes, window).into_iter().map(|g| g.start + at..g.end + at));
+        at = end;
+    }
+    let (reads, spans) = (Arc::new(reads), Arc::new(spans));
+    let fetch = metrics.read.fetch.clone();
+    let fetched = {
+        let (table, reads) = (table.clone(), reads.clone());
+        futures::stream::iter(groups)
+            .map(move |g| {
+                let (table, reads, spans, fetch) = (table.clone(), reads.clone(), spans.clone(), fetch.clone());
+                async move {
+                    let source = &table.values[reads[g.start].0].source;
+                    let got = source.fetch(&spans[g.clone()], &opts).await?;
+                    if let Some(m) = &fetch {
+                        m.record(got.requests, got.bytes_fetched);
+                    }
+                    let items: Vec<Result<(usize, Bytes)>> = g.zip(got.spans).map(Ok).collect();
+                    Ok::<_, DataFusionError>(futures::stream::iter(items))
                 }
-                let items: Vec<Result<Payload>> = tasks[g]
-                    .iter()
-                    .cloned()
-                    .zip(fetched.spans)
-                    .map(|(t, b)| Ok((t, Some(b))))
-                    .collect();
-                Ok::<_, DataFusionError>(futures::stream::iter(items))
+            })
+            .buffered(2)
+            .try_flatten()
+            .boxed()
+    };
+    let state = Aligner {
+        table,
+        reads,
+        columns,
+        last_use,
+        tiles: HashMap::new(),
+        metrics,
+    };
+    futures::stream::unfold(
+        (fetched, tasks.into_iter().enumerate(), state, false),
+        |(mut fetched, mut tasks, mut state, failed)| async move {
+            if failed {
+                return None;
             }
-        })
-        .buffered(2)
-        .try_flatten()
-        .boxed()
+            let (i, task) = tasks.next()?;
+            match state.tiles_for(i, &task, &mut fetched).await {
+                Ok(tiles) => Some((Ok((task, tiles)), (fetched, tasks, state, false))),
+                Err(e) => Some((Err(e), (fetched, tasks, state, true))),
+            }
+        },
+    )
+    .boxed()
 }
 
-/// The decoded tile of `task` from its stored bytes: the stored buffer itself when the
-/// chunk is raw (zero-copy over the mmap), a new buffer when it is compressed.
-/// The access plan refused tiles above the session's `tet.max_tile_bytes`; the decoder
-/// holds to the same limit.
-pub(crate) fn decode_tile(table: &TableModel, task: &ChunkTask, stored: Bytes) -> Result<Buffer> {
-    let (row, entry) = table.source.file.chunk(table.dataset(), task.linear);
+/// The decoded tiles a partition still needs, filled from the fetched payloads in order.
+struct Aligner {
+    table: Arc<TableModel>,
+    reads: Arc<Vec<(usize, u64)>>,
+    columns: Vec<usize>,
+    last_use: HashMap<(usize, u64), usize>,
+    tiles: HashMap<(usize, u64), Buffer>,
+    metrics: PayloadMetrics,
+}
+
+impl Aligner {
+    /// The tiles of task `i`: read (and decoded) up to those it needs, then dropped where
+    /// this is their last task.
+    async fn tiles_for(
+        &mut self,
+        i: usize,
+        task: &ChunkTask,
+        fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
+    ) -> Result<Vec<Option<Buffer>>> {
+        let mut out = vec![None; self.table.values.len()];
+        for &k in &self.columns {
+            let key = (k, task.chunk_of(k));
+            while !self.tiles.contains_key(&key) {
+                let Some(next) = fetched.next().await else {
+                    return internal_err!(
+                        "no payload fetched for chunk {} of {}",
+                        key.1,
+                        self.table.values[k].describe()
+                    );
+                };
+                let (r, stored) = next?;
+                let (rk, linear) = self.reads[r];
+                self.metrics.read.chunk(stored.len() as u64);
+                let _timers: Vec<_> = self.metrics.decode.iter().map(Time::timer).collect();
+                let tile = decode_tile(&self.table, rk, linear, stored)?;
+                self.tiles.insert((rk, linear), tile);
+            }
+            out[k] = self.tiles.get(&key).cloned();
+            if self.last_use.get(&key) == Some(&i) {
+                self.tiles.remove(&key);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The decoded tile of chunk `linear` of value column `k` of `table` from its stored bytes:
+/// the stored buffer itself when the chunk is raw (zero-copy over the mmap), a new buffer
+/// when it is compressed. The access plan refused tiles above the session's
+/// `tet.max_tile_bytes`; the decoder holds to the same limit.
+pub(crate) fn decode_tile(table: &TableModel, k: usize, linear: u64, stored: Bytes) -> Result<Buffer> {
+    let v = &table.values[k];
+    let (row, entry) = v.source.file.chunk(v.dataset(), linear);
     let max = table.limits.max_tile_bytes;
-    let decoded = match codec::decode(row, entry, &stored, max).map_err(|e| e.in_file(&table.source.location))? {
+    let decoded = match codec::decode(row, entry, &stored, max).map_err(|e| e.in_file(&v.source.location))? {
         Cow::Borrowed(_) => None,
         Cow::Owned(v) => Some(v),
     };

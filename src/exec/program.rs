@@ -170,6 +170,10 @@ impl Program {
     /// `e` (unqualified columns) compiled, when every step of it is one the module
     /// supports; `None` otherwise.
     pub fn compile(table: &TableModel, e: &Expr) -> Option<Program> {
+        if table.is_multi() {
+            // Programs read one tile's stored values; several value columns are evaluated.
+            return None;
+        }
         let ctx = Ctx {
             value_type: float_type(&table.value_type()),
         };
@@ -180,7 +184,7 @@ impl Program {
             depth: depth(&ops),
             ops,
             ty: root.ty,
-            packing: table.packing,
+            packing: table.value().packing,
         })
     }
 

@@ -1,4 +1,5 @@
-//! [`TetScanExec`]: emits the selected cells of a dataset as Arrow batches.
+//! [`TetScanExec`]: emits the selected cells of a table (one dataset, or several on one
+//! grid) as Arrow batches.
 //!
 //! Each output partition walks its own list of chunk tasks (chunk-aligned, balanced by
 //! bytes at plan time). Per chunk: the stored span is taken from the source (a zero-copy
@@ -7,19 +8,18 @@
 //! when asked for, becomes one batch: the value column (a slice of the tile, shared with
 //! Arrow, when the slab is contiguous and the chunk raw) and axis columns computed from
 //! positions. Work and memory follow the rows pulled: a `LIMIT 1` makes one batch of a
-//! tile of any size. A pushed limit stops each partition early. When `v` is not projected
-//! no payload is touched.
+//! tile of any size. A pushed limit stops each partition early. Only the projected value
+//! columns' payloads are read; with none, no payload is touched.
 
 use super::ChunkFeed;
 use super::cells::{axis_positions, value_array};
 use super::metrics::ScanMetrics;
-use super::payload::{Payload, decode_tile, feed_payloads};
+use super::payload::{Payload, PayloadMetrics, feed_payloads};
 use crate::io::FetchOptions;
 use crate::plan::{ChunkTask, Slabs, TableModel};
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
-use bytes::Bytes;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::error::DataFusionError;
@@ -123,6 +123,26 @@ impl TetScanExec {
         self.limit
     }
 
+    /// `dataset=temp`, or for a table of several, `datasets=[t2m, sst]` (each with its file
+    /// when that is not the first's).
+    fn datasets_text(&self) -> String {
+        let table = &self.table;
+        if !table.is_multi() {
+            return format!("dataset={}", table.dataset().name());
+        }
+        let names: Vec<String> = table
+            .values
+            .iter()
+            .map(
+                |v| match Arc::ptr_eq(&v.source, &table.source) || v.source.location == table.source.location {
+                    true => v.dataset().name().to_owned(),
+                    false => v.describe(),
+                },
+            )
+            .collect();
+        format!("datasets=[{}]", names.join(", "))
+    }
+
     /// Per-axis selections that are not the whole axis, e.g. `time: 1/100`.
     fn selection_text(&self) -> Vec<String> {
         self.table
@@ -135,13 +155,12 @@ impl TetScanExec {
     }
 
     fn describe(&self) -> String {
-        let ds = self.table.dataset();
         let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
         let pruning = &self.feed.access.pruning;
         let mut s = format!(
-            "file={}, dataset={}, projection=[{}], chunks={}/{}",
+            "file={}, {}, projection=[{}], chunks={}/{}",
             self.table.source.location,
-            ds.name(),
+            self.datasets_text(),
             cols.join(", "),
             self.feed.len(),
             pruning.chunks_total
@@ -166,7 +185,7 @@ impl DisplayAs for TetScanExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(f, "TetScanExec: {}", self.describe()),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "file={}", self.table.source.location)?;
-                writeln!(f, "dataset={}", self.table.dataset().name())?;
+                writeln!(f, "{}", self.datasets_text())?;
                 writeln!(
                     f,
                     "chunks={}/{}",
@@ -190,21 +209,24 @@ impl ExecutionPlan for TetScanExec {
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let table = &self.table;
-        let metrics = ScanMetrics::new(
-            &self.metrics,
-            partition,
-            &self.feed.access.pruning,
-            table.source.is_remote(),
-        );
+        let metrics = ScanMetrics::new(&self.metrics, partition, &self.feed.access.pruning, table.is_remote());
+        let columns: Vec<usize> = self
+            .projection
+            .iter()
+            .filter_map(|&c| table.value_at(c).map(|(k, _)| k))
+            .collect();
         let payloads = feed_payloads(
             self.feed.clone(),
             partition,
             context.clone(),
             "TetScanExec",
             table.clone(),
-            self.projection.contains(&table.value_index()),
+            columns,
             self.fetch,
-            metrics.read.fetch.clone(),
+            PayloadMetrics {
+                read: metrics.read.clone(),
+                decode: vec![metrics.decode_time.clone()],
+            },
         );
         let reader = PartitionReader {
             table: table.clone(),
@@ -247,8 +269,9 @@ struct PartitionReader {
     schema: SchemaRef,
     batch_size: usize,
     remaining: usize,
-    /// The chunk being emitted: its slabs still to come, decoded tile and global start.
-    current: Option<(Slabs, Option<Buffer>, Vec<u64>)>,
+    /// The chunk being emitted: its slabs still to come, decoded tiles (per value column)
+    /// and global start.
+    current: Option<(Slabs, Vec<Option<Buffer>>, Vec<u64>)>,
     metrics: ScanMetrics,
     failed: bool,
 }
@@ -289,11 +312,13 @@ impl PartitionReader {
                 self.metrics.baseline.record_output(rows);
                 return Some(batch);
             }
-            let next = payloads.next().await?;
             let elapsed = self.metrics.baseline.elapsed_compute().clone();
-            let _timer = elapsed.timer();
-            match next.and_then(|(task, stored)| self.open_chunk(task, stored)) {
-                Ok(current) => self.current = Some(current),
+            match payloads.next().await? {
+                Ok((task, tiles)) => {
+                    let _timer = elapsed.timer();
+                    let tile_start = task.tile_start(&self.table.dataset().record.chunk_shape);
+                    self.current = Some((task.slabs(self.batch_size as u64), tiles, tile_start));
+                }
                 Err(e) => {
                     self.failed = true;
                     return Some(Err(e));
@@ -301,54 +326,37 @@ impl PartitionReader {
             }
         }
     }
-
-    /// Decode `task`'s tile when `v` is projected, and cut the task into slabs of at most
-    /// a batch.
-    fn open_chunk(&mut self, task: ChunkTask, stored: Option<Bytes>) -> Result<(Slabs, Option<Buffer>, Vec<u64>)> {
-        let table = &self.table;
-        let tile = if self.projection.contains(&table.value_index()) {
-            let Some(stored) = stored else {
-                return internal_err!("TetScanExec: no payload fetched for chunk {}", task.linear);
-            };
-            self.metrics.read.chunk(stored.len() as u64);
-            let _timer = self.metrics.decode_time.timer();
-            Some(decode_tile(table, &task, stored)?)
-        } else {
-            None
-        };
-        let tile_start = task.tile_start(&table.dataset().record.chunk_shape);
-        Ok((task.slabs(self.batch_size as u64), tile, tile_start))
-    }
 }
 
 /// The first `rows` cells of `slab` as a batch of `schema` (the columns `projection` of
-/// `table`); `tile` is the decoded tile when `v` is projected.
+/// `table`); `tiles` are the decoded tiles of the projected value columns.
 fn batch_of(
     table: &TableModel,
     projection: &[usize],
     schema: &SchemaRef,
     slab: &ChunkTask,
-    tile: &Option<Buffer>,
+    tiles: &[Option<Buffer>],
     tile_start: &[u64],
     rows: usize,
 ) -> Result<RecordBatch> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(projection.len());
     for &c in projection {
-        if c < table.value_index() {
-            let pos = axis_positions(slab, tile_start, c, rows);
-            columns.push(table.axes[c].take(&pos)?);
-        } else {
-            let Some(tile) = tile else {
-                return internal_err!("TetScanExec: no tile decoded for chunk {}", slab.linear);
-            };
-            let v = value_array(
-                table.dataset().dtype(),
-                tile.clone(),
-                slab,
-                &table.missing,
-                table.packing,
-            );
-            columns.push(v.slice(0, rows));
+        match table.value_at(c) {
+            None => {
+                let pos = axis_positions(slab, tile_start, c, rows);
+                columns.push(table.axes[c].take(&pos)?);
+            }
+            Some((k, value)) => {
+                let Some(Some(tile)) = tiles.get(k) else {
+                    return internal_err!(
+                        "TetScanExec: no tile decoded for task {} of {}",
+                        slab.id,
+                        value.describe()
+                    );
+                };
+                let v = value_array(value, tile.clone(), &slab.part(k));
+                columns.push(v.slice(0, rows));
+            }
         }
     }
     Ok(RecordBatch::try_new_with_options(

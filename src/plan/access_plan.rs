@@ -9,7 +9,7 @@
 use super::axis_filter::{self, FilterKind};
 use super::selection::AxisSelection;
 use super::table::TableModel;
-use super::tasks::{ChunkTask, chunk_tasks};
+use super::tasks::{ChunkTask, aligned_tasks, grid_count};
 use super::zone_filter::ZonePruning;
 use crate::format::Codec;
 use datafusion::catalog::Session;
@@ -34,7 +34,8 @@ pub struct AccessPlan {
 /// Chunk counts at each level of an [`AccessPlan`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PruningCounts {
-    /// Chunks in the dataset.
+    /// Chunks in the dataset (tasks of the common grid, for a table of datasets whose
+    /// chunk grids differ).
     pub chunks_total: u64,
     /// Chunks that no axis selection touches.
     pub pruned_by_axes: u64,
@@ -81,37 +82,42 @@ impl AccessPlan {
                 FilterKind::Other => {}
             }
         }
-        let mut tasks = chunk_tasks(&ds.record, &selection);
+        let records = table.records();
+        let mut tasks = aligned_tasks(&records, &selection);
         let selected = tasks.len() as u64;
         let has_value_filters = !value_filters.is_empty();
-        if let (Some(pred), Some(zones)) = (conjunction(value_filters), &ds.zones) {
+        if let Some(pred) = conjunction(value_filters)
+            && table.values.iter().any(|v| v.dataset().zones.is_some())
+        {
             let df_schema = DFSchema::try_from(table.schema.clone())?;
             let phys = session.create_physical_expr(pred, &df_schema)?;
-            let keep = ZonePruning::new(&tasks, zones, table).prune(phys)?;
+            let keep = ZonePruning::new(&tasks, table).prune(phys)?;
             let mut k = keep.into_iter();
             tasks.retain(|_| k.next().unwrap_or(true));
         }
-        let file = &table.source.file;
         // Tiles a read would hold in memory (decoded zstd chunks; any chunk fetched from an
         // object store) are checked against the limit here, once, before any is read:
         // their size is only the file's claim.
-        let remote = table.source.is_remote();
         for t in &tasks {
-            let (_, e) = file.chunk(ds, t.linear);
-            let held = match (remote, e.codec) {
-                (true, _) => e.raw_byte_len.max(e.stored_byte_len),
-                (false, Codec::Raw) => 0,
-                (false, _) => e.raw_byte_len,
-            };
-            table
-                .limits
-                .check_tile(&table.source.location, ds.name(), t.linear, held)?;
+            for (k, v) in table.values.iter().enumerate() {
+                let (file, vds) = (&v.source.file, v.dataset());
+                let linear = t.chunk_of(k);
+                let (_, e) = file.chunk(vds, linear);
+                let held = match (v.source.is_remote(), e.codec) {
+                    (true, _) => e.raw_byte_len.max(e.stored_byte_len),
+                    (false, Codec::Raw) => 0,
+                    (false, _) => e.raw_byte_len,
+                };
+                table.limits.check_tile(&v.source.location, vds.name(), linear, held)?;
+            }
         }
+        let file = &table.source.file;
         tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+        let chunks_total = grid_count(&records);
         Ok(AccessPlan {
             pruning: PruningCounts {
-                chunks_total: ds.record.chunk_count,
-                pruned_by_axes: ds.record.chunk_count - selected,
+                chunks_total,
+                pruned_by_axes: chunks_total.saturating_sub(selected),
                 pruned_by_zone: selected - tasks.len() as u64,
             },
             selection,
@@ -126,18 +132,17 @@ impl AccessPlan {
     /// way gives each partition its own stretch of those axes, so partitions hold disjoint
     /// parts of the groups (see [`AccessPlan::covered`]) rather than every group each.
     pub fn partitions(&self, table: &TableModel, n: usize, weight: Weight, outer: &[usize]) -> Vec<Vec<u64>> {
-        let (file, ds) = (&table.source.file, table.dataset());
         let mut tasks: Vec<&ChunkTask> = self.tasks.iter().collect();
         if !outer.is_empty() {
             tasks.sort_by_key(|t| outer.iter().map(|&d| t.coords[d]).collect::<Vec<_>>());
         }
         let groups = split_balanced(tasks, n, |t| match weight {
-            Weight::StoredBytes => file.chunk(ds, t.linear).1.stored_byte_len,
+            Weight::StoredBytes => stored_share(table, t),
             Weight::Cells => t.cells,
         });
         groups
             .into_iter()
-            .map(|g| g.into_iter().map(|t| t.linear).collect())
+            .map(|g| g.into_iter().map(|t| t.id).collect())
             .collect()
     }
 
@@ -164,6 +169,25 @@ impl AccessPlan {
     pub fn cells(&self) -> u64 {
         self.tasks.iter().map(|t| t.cells).sum()
     }
+}
+
+/// The stored bytes a task reads: its chunk's, or in a table of several datasets, each
+/// dataset's chunk's share for the cells the task holds of it.
+fn stored_share(table: &TableModel, t: &ChunkTask) -> u64 {
+    if !table.is_multi() {
+        return table.source.file.chunk(table.dataset(), t.linear).1.stored_byte_len;
+    }
+    table
+        .values
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let part = t.part(k);
+            let stored = v.source.file.chunk(v.dataset(), part.linear).1.stored_byte_len;
+            let tile: u64 = part.tile_extent.iter().product();
+            (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// Split `items` (kept in order) into at most `n` contiguous groups of similar total
@@ -214,7 +238,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
         let access = AccessPlan {
-            tasks: chunk_tasks(&table.dataset().record, &selection),
+            tasks: aligned_tasks(&table.records(), &selection),
             selection,
             pruning: PruningCounts::default(),
             value_filters: false,
@@ -242,7 +266,7 @@ mod tests {
         // Positions 1..11 of axis 1 (chunks 0..4 of it, the first and last in part).
         selection[1] = AxisSelection::from_sorted_ranges(12, [(1, 11)]);
         let access = AccessPlan {
-            tasks: chunk_tasks(&table.dataset().record, &selection),
+            tasks: aligned_tasks(&table.records(), &selection),
             selection: selection.clone(),
             pruning: PruningCounts::default(),
             value_filters: false,

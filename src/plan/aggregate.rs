@@ -34,11 +34,17 @@ pub enum AggFunc {
     VarSamp,
     StddevPop,
     StddevSamp,
+    /// `corr(x, y)`.
+    Corr,
+    /// `covar_pop(x, y)`.
+    CovarPop,
+    /// `covar_samp(x, y)` (`covar`).
+    CovarSamp,
 }
 
 impl AggFunc {
     /// Every function.
-    pub const ALL: [AggFunc; 10] = [
+    pub const ALL: [AggFunc; 13] = [
         AggFunc::CountStar,
         AggFunc::Count,
         AggFunc::Sum,
@@ -49,6 +55,9 @@ impl AggFunc {
         AggFunc::VarSamp,
         AggFunc::StddevPop,
         AggFunc::StddevSamp,
+        AggFunc::Corr,
+        AggFunc::CovarPop,
+        AggFunc::CovarSamp,
     ];
 
     /// SQL name.
@@ -64,12 +73,21 @@ impl AggFunc {
             AggFunc::VarSamp => "var_samp",
             AggFunc::StddevPop => "stddev_pop",
             AggFunc::StddevSamp => "stddev_samp",
+            AggFunc::Corr => "corr",
+            AggFunc::CovarPop => "covar_pop",
+            AggFunc::CovarSamp => "covar_samp",
         }
     }
 
     /// The function of SQL name `name` (as [`AggFunc::name`] writes it).
     pub fn from_name(name: &str) -> Option<AggFunc> {
         AggFunc::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// True for the functions of two inputs, whose partial state is the co-moments
+    /// (count, both means, both M2, and the sum of products of deviations).
+    pub fn is_comoment(self) -> bool {
+        matches!(self, AggFunc::Corr | AggFunc::CovarPop | AggFunc::CovarSamp)
     }
 
     /// True for the variance family, whose partial state is (count, mean, M2).
@@ -94,6 +112,12 @@ pub enum State {
     Mean,
     /// Sum of squared deviations from the mean.
     M2,
+    /// The second input's mean.
+    MeanY,
+    /// The second input's sum of squared deviations.
+    M2Y,
+    /// Sum of the products of both inputs' deviations from their means.
+    CoM2,
 }
 
 impl State {
@@ -106,6 +130,9 @@ impl State {
             State::Max => "max",
             State::Mean => "mean",
             State::M2 => "m2",
+            State::MeanY => "mean_y",
+            State::M2Y => "m2_y",
+            State::CoM2 => "c2",
         }
     }
 }
@@ -197,9 +224,12 @@ pub enum AggInput {
     /// The value column (or a widening cast of it), mapped by `affine` when given (Float64
     /// arithmetic, folded from the statistics of the stored values).
     Value { affine: Option<Affine> },
-    /// Any other deterministic expression of `v` and axis columns (unqualified columns),
-    /// evaluated over each decoded tile.
+    /// Any other deterministic expression of value and axis columns (unqualified
+    /// columns), evaluated over each decoded tile.
     Expr(Expr),
+    /// Two such expressions, the inputs of a function of two (`corr(x, y)`); cells where
+    /// either is NULL are skipped.
+    Pair(Expr, Expr),
 }
 
 /// One aggregate.
@@ -223,6 +253,14 @@ impl AggSpec {
             AggFunc::Avg => vec![(State::Count, DataType::Int64), (State::Sum, DataType::Float64)],
             AggFunc::Min => vec![(State::Min, self.input_type.clone())],
             AggFunc::Max => vec![(State::Max, self.input_type.clone())],
+            f if f.is_comoment() => vec![
+                (State::Count, DataType::UInt64),
+                (State::Mean, DataType::Float64),
+                (State::MeanY, DataType::Float64),
+                (State::M2, DataType::Float64),
+                (State::M2Y, DataType::Float64),
+                (State::CoM2, DataType::Float64),
+            ],
             _ => vec![
                 (State::Count, DataType::UInt64),
                 (State::Mean, DataType::Float64),
@@ -241,17 +279,21 @@ impl AggSpec {
         }
     }
 
-    /// Whether the aggregate needs payload values (counts of cells do not, nor counts of
-    /// non-NULL cells of a dataset without a fill value, unless an expression or filter
-    /// reads `v`).
-    pub fn reads_payload(&self, nullable: bool) -> bool {
-        if self.filter.as_ref().is_some_and(reads_value) {
-            return true;
-        }
+    /// The value columns (indices into `table.values`) whose payload the aggregate needs:
+    /// counts of cells need none, nor counts of non-NULL cells of a dataset without a fill
+    /// value; an expression or filter needs those it reads.
+    pub fn value_columns(&self, table: &TableModel) -> BTreeSet<usize> {
+        let mut out: BTreeSet<usize> = self.filter.iter().flat_map(|f| values_read(table, f)).collect();
         match &self.input {
-            AggInput::Expr(e) => reads_value(e),
-            AggInput::Value { .. } => !(self.func == AggFunc::CountStar || (self.func == AggFunc::Count && !nullable)),
+            AggInput::Expr(e) => out.extend(values_read(table, e)),
+            AggInput::Pair(x, y) => out.extend(values_read(table, x).into_iter().chain(values_read(table, y))),
+            AggInput::Value { .. } => {
+                if !(self.func == AggFunc::CountStar || (self.func == AggFunc::Count && !table.has_missing())) {
+                    out.insert(0);
+                }
+            }
         }
+        out
     }
 }
 
@@ -363,9 +405,14 @@ impl Aggregation {
         if slots > SPLIT_GROUPS_ABOVE { axes } else { Vec::new() }
     }
 
-    /// Whether any aggregate needs payload values (see [`AggSpec::reads_payload`]).
-    pub fn reads_payload(&self, nullable: bool) -> bool {
-        self.filter.as_ref().is_some_and(reads_value) || self.aggs.iter().any(|a| a.reads_payload(nullable))
+    /// The value columns (indices into `table.values`, ascending) whose payload any
+    /// aggregate or the row filter needs (see [`AggSpec::value_columns`]).
+    pub fn value_columns(&self, table: &TableModel) -> Vec<usize> {
+        let mut out: BTreeSet<usize> = self.filter.iter().flat_map(|f| values_read(table, f)).collect();
+        for a in &self.aggs {
+            out.extend(a.value_columns(table));
+        }
+        out.into_iter().collect()
     }
 
     /// Check an aggregation (e.g. one received in a serialized plan) against the table it
@@ -405,7 +452,8 @@ impl Aggregation {
                 AggInput::Value { affine: Some(m) } => {
                     a.input_type == DataType::Float64 && m.scale.is_finite() && m.offset.is_finite() && m.scale != 0.0
                 }
-                AggInput::Expr(e) => foldable(e) && is_numeric(&a.input_type),
+                AggInput::Expr(e) => foldable(e) && is_numeric(&a.input_type) && !a.func.is_comoment(),
+                AggInput::Pair(x, y) => foldable(x) && foldable(y) && a.func.is_comoment(),
             };
             if !ok || !a.filter.as_ref().is_none_or(foldable) {
                 return Err(format!(
@@ -500,10 +548,13 @@ pub struct Weighted {
     pub f32_product: bool,
 }
 
-/// `e` (of type Float64) as a [`Weighted`] input: `w(axis)`, `f(v) * w(axis)` or
+/// `e` (of type Float64) as a [`Weighted`] input of a table of one dataset: `w(axis)`, `f(v) * w(axis)` or
 /// `w(axis) * f(v)` with `f` a widening cast of `v` to Float64 or an affine map of it,
 /// or `CAST(v * w(axis) AS DOUBLE)` of a Float32 `v` and weight.
 pub fn weighted_input(table: &TableModel, e: &Expr) -> Option<Weighted> {
+    if table.is_multi() {
+        return None;
+    }
     let v_type = table.value_type();
     let v = table.value_index();
     let axis_only = |e: &Expr| match expr_columns(table, e)?.as_slice() {
@@ -549,9 +600,12 @@ pub fn weighted_input(table: &TableModel, e: &Expr) -> Option<Weighted> {
     })
 }
 
-/// Whether `e` reads the value column.
-pub fn reads_value(e: &Expr) -> bool {
-    e.column_refs().iter().any(|c| c.name == VALUE_COLUMN)
+/// The value columns of `table` (indices into `table.values`) that `e` reads.
+pub fn values_read(table: &TableModel, e: &Expr) -> BTreeSet<usize> {
+    e.column_refs()
+        .iter()
+        .filter_map(|c| table.value_named(&c.name).map(|(k, _)| k))
+        .collect()
 }
 
 /// Whether `t` is a primitive numeric type (an input the fold accumulates).
@@ -559,8 +613,8 @@ pub fn is_numeric(t: &DataType) -> bool {
     t.is_integer() || t.is_floating()
 }
 
-/// The table columns (schema indices, ascending) a deterministic expression over `v` and
-/// axis columns reads; `None` for anything else (other columns, volatile functions,
+/// The table columns (schema indices, ascending) a deterministic expression over value
+/// and axis columns reads; `None` for anything else (other columns, volatile functions,
 /// subqueries, aggregates, windows, placeholders).
 pub fn expr_columns(table: &TableModel, e: &Expr) -> Option<Vec<usize>> {
     if e.is_volatile()
@@ -587,10 +641,9 @@ pub fn expr_columns(table: &TableModel, e: &Expr) -> Option<Vec<usize>> {
         if c.relation.is_some() {
             return None;
         }
-        let i = if c.name == VALUE_COLUMN {
-            table.value_index()
-        } else {
-            table.axis_index(&c.name)?
+        let i = match table.value_named(&c.name) {
+            Some((k, _)) => table.value_index() + k,
+            None => table.axis_index(&c.name)?,
         };
         cols.insert(i);
     }

@@ -52,6 +52,17 @@ impl Axis {
         }
     }
 
+    /// Whether `other` is the same column: name, length, type and values.
+    pub fn same_as(&self, other: &Axis) -> bool {
+        self.name == other.name
+            && self.extent == other.extent
+            && match (&self.values, &other.values) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.as_ref() == b.as_ref(),
+                _ => false,
+            }
+    }
+
     /// Values at positions `lo..hi`.
     pub fn values_range(&self, lo: u64, hi: u64) -> ArrayRef {
         match &self.values {

@@ -4,7 +4,6 @@
 use super::selection::AxisSelection;
 use super::table::TableModel;
 use super::value_range::Number;
-use super::values::VALUE_COLUMN;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::DataType;
 use arrow::datatypes::Schema;
@@ -24,7 +23,8 @@ const EVAL_BLOCK: u64 = 1 << 16;
 pub enum FilterKind {
     /// Depends on axis column `d` alone: resolved exactly to positions.
     Axis(usize),
-    /// Depends on `v` alone: prunes chunks by zone maps; DataFusion still filters rows.
+    /// Depends on value columns alone: prunes chunks by zone maps; DataFusion still
+    /// filters rows.
     Value,
     /// Anything else (several columns, volatile): left to DataFusion.
     Other,
@@ -36,12 +36,12 @@ pub fn classify(table: &TableModel, e: &Expr) -> FilterKind {
         return FilterKind::Other;
     }
     let cols = e.column_refs();
+    if !cols.is_empty() && cols.iter().all(|c| table.value_named(&c.name).is_some()) {
+        return FilterKind::Value;
+    }
     let [col] = cols.into_iter().collect::<Vec<_>>()[..] else {
         return FilterKind::Other;
     };
-    if col.name == VALUE_COLUMN {
-        return FilterKind::Value;
-    }
     match table.axis_index(&col.name) {
         Some(d) => FilterKind::Axis(d),
         None => FilterKind::Other,

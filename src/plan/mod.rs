@@ -32,7 +32,7 @@ pub use limits::{
     DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
 };
 pub use selection::AxisSelection;
-pub use table::TableModel;
-pub use tasks::{ChunkTask, Slabs, chunk_tasks, tasks_by_id};
+pub use table::{TableModel, ValueColumn};
+pub use tasks::{ChunkTask, Slabs, TilePart, aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
 pub use value_range::{FloatBounds, KeyRange, NanRule, order_key, value_range};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

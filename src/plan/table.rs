@@ -1,5 +1,6 @@
-//! [`TableModel`]: the table a dataset presents — one column per axis, then the value
-//! column — and the statistics of a selection of it.
+//! [`TableModel`]: the table one or several datasets on one grid present — one column
+//! per axis, then one value column per dataset ([`ValueColumn`]) — and the statistics of
+//! a selection of it.
 
 use super::axes::{Axis, axes_of, coordinate_spans};
 use super::limits::{Limits, MAX_TABLE_CELLS};
@@ -14,31 +15,90 @@ use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics, plan
 use datafusion::error::DataFusionError;
 use std::sync::Arc;
 
-/// One dataset of an opened file as a table: its axis columns and its schema (the axes in
-/// dimension order, then `v`), and how stored elements become values of `v` (the CF
-/// rules of [`crate::format::cf`]: missing values, packing).
+/// One dataset of an opened file as a table, or several datasets of one shape and
+/// dimension names (of one file or of several) side by side: the axis columns (from the
+/// first dataset) and the schema (the axes in dimension order, then one value column per
+/// dataset), and how stored elements become values (the CF rules of
+/// [`crate::format::cf`]: missing values, packing, per value column).
 ///
-/// `v` is nullable when the dataset has missing values or is a float dataset (the session
-/// option `tet.nan_is_null` makes NaN NULL); it is Float64 for a packed dataset. Every
-/// column carries its CF attributes (`units`, `long_name`, ...) as Arrow field metadata.
+/// A table of one dataset names its value column `v`; a table of several names each
+/// value column after its dataset. A value column is nullable when its dataset has
+/// missing values or is a float dataset (the session option `tet.nan_is_null` makes NaN
+/// NULL); it is Float64 for a packed dataset. Every column carries its CF attributes
+/// (`units`, `long_name`, ...) as Arrow field metadata.
 #[derive(Debug, Clone)]
 pub struct TableModel {
-    /// The opened file.
+    /// The file of the first dataset (whose axes the table has).
     pub source: Arc<TetSource>,
-    /// Directory position of the dataset.
+    /// Directory position of the first dataset.
     pub dataset: usize,
     /// The axis columns, in dimension order.
     pub axes: Vec<Axis>,
-    /// Axis columns, then the value column.
+    /// Axis columns, then the value columns.
     pub schema: SchemaRef,
-    /// Which stored elements are NULL.
-    pub missing: MissingValues,
-    /// Integer packing, when the dataset is packed.
-    pub packing: Option<Packing>,
+    /// The value columns, in schema order; the first is of `source`'s `dataset`.
+    pub values: Vec<ValueColumn>,
     /// Whether every NaN is NULL (the session option `tet.nan_is_null`).
     pub nan_is_null: bool,
     /// How much a query may make of the file's claims (the session's `tet.max_*` options).
     pub limits: Limits,
+}
+
+/// One dataset as a value column of a [`TableModel`]: where its chunks are, and how its
+/// stored elements become values.
+#[derive(Debug, Clone)]
+pub struct ValueColumn {
+    /// The dataset's file.
+    pub source: Arc<TetSource>,
+    /// Directory position of the dataset in that file.
+    pub dataset: usize,
+    /// The column's name: `v` in a table of one dataset, else the dataset's name.
+    pub name: String,
+    /// Which stored elements are NULL.
+    pub missing: MissingValues,
+    /// Integer packing, when the dataset is packed.
+    pub packing: Option<Packing>,
+}
+
+impl ValueColumn {
+    /// Dataset `ds` of `source` as the value column `name`.
+    pub fn new(source: Arc<TetSource>, ds: usize, name: &str) -> Result<Self> {
+        let d = &source.file.datasets[ds];
+        let in_file = |e: crate::format::FormatError| DataFusionError::from(e.in_file(&source.location));
+        Ok(ValueColumn {
+            missing: d.missing_values(false).map_err(in_file)?,
+            packing: d.packing().map_err(in_file)?,
+            name: name.to_owned(),
+            dataset: ds,
+            source,
+        })
+    }
+
+    /// The dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.source.file.datasets[self.dataset]
+    }
+
+    /// Whether any cell can be NULL under this column's rule.
+    pub fn has_missing(&self) -> bool {
+        !self.missing.is_empty()
+    }
+
+    /// The column's Arrow field.
+    fn field(&self) -> Field {
+        let ds = self.dataset();
+        let value_type = match self.packing {
+            Some(_) => DataType::Float64,
+            None => arrow_type(ds.dtype()),
+        };
+        let nullable = self.has_missing() || ds.dtype().is_float();
+        Field::new(&self.name, value_type, nullable).with_metadata(field_metadata(&ds.meta.attrs))
+    }
+
+    /// `file:dataset`, for messages.
+    pub fn describe(&self) -> String {
+        format!("{}:{}", self.source.location, self.dataset().name())
+    }
 }
 
 impl TableModel {
@@ -80,15 +140,15 @@ impl TableModel {
     }
 
     fn build(source: Arc<TetSource>, ds: usize, axes: Vec<Axis>) -> Result<Self> {
+        let value = ValueColumn::new(source.clone(), ds, VALUE_COLUMN)?;
+        Self::assemble(source, ds, axes, vec![value])
+    }
+
+    /// The table of `values` (at least one) on the axes of the first; each value column
+    /// is checked against the first: same shape and dimension names, a name of its own.
+    fn assemble(source: Arc<TetSource>, ds: usize, axes: Vec<Axis>, values: Vec<ValueColumn>) -> Result<Self> {
         let file = source.file.clone();
         let ds = &file.datasets[ds];
-        if axes.iter().any(|a| a.name == VALUE_COLUMN) {
-            return plan_err!(
-                "{}: dataset {:?} has an axis named {VALUE_COLUMN:?}, which clashes with the value column",
-                source.location,
-                ds.name()
-            );
-        }
         if ds.record.cell_count > MAX_TABLE_CELLS {
             return plan_err!(
                 "{}: dataset {:?}: shape {:?} has {} cells, more than a table can count (2^63 - 1 rows)",
@@ -98,29 +158,115 @@ impl TableModel {
                 ds.record.cell_count
             );
         }
-        let in_file = |e: crate::format::FormatError| DataFusionError::from(e.in_file(&source.location));
-        let missing = ds.missing_values(false).map_err(in_file)?;
-        let packing = ds.packing().map_err(in_file)?;
+        let (shape, dims) = (ds.shape(), ds.dim_names());
+        for v in &values {
+            let d = v.dataset();
+            if d.shape() != shape {
+                return plan_err!(
+                    "{}: dataset {:?} has shape {:?}, {} has {:?}; the datasets of one table must share their shape",
+                    v.source.location,
+                    d.name(),
+                    d.shape(),
+                    values[0].describe(),
+                    shape
+                );
+            }
+            if d.dim_names() != dims {
+                return plan_err!(
+                    "{}: dataset {:?} has dimensions {:?}, {} has {:?}; the datasets of one table must share their dimension names",
+                    v.source.location,
+                    d.name(),
+                    d.dim_names(),
+                    values[0].describe(),
+                    dims
+                );
+            }
+        }
+        for (i, v) in values.iter().enumerate() {
+            let d = v.dataset();
+            if let Some(a) = axes.iter().find(|a| a.name == v.name) {
+                return plan_err!(
+                    "{}: dataset {:?} gives a value column {:?}, which clashes with the axis column {:?}",
+                    v.source.location,
+                    d.name(),
+                    v.name,
+                    a.name
+                );
+            }
+            if values[..i].iter().any(|w| w.name == v.name) {
+                return plan_err!(
+                    "{}: the value column {:?} is named twice; a table's datasets need distinct names",
+                    v.source.location,
+                    v.name
+                );
+            }
+        }
         let mut fields: Vec<Field> = axes
             .iter()
             .map(|a| Field::new(&a.name, a.data_type(), false).with_metadata(field_metadata(&a.attrs)))
             .collect();
-        let value_type = match packing {
-            Some(_) => DataType::Float64,
-            None => arrow_type(ds.dtype()),
-        };
-        let nullable = !missing.is_empty() || ds.dtype().is_float();
-        fields.push(Field::new(VALUE_COLUMN, value_type, nullable).with_metadata(field_metadata(&ds.meta.attrs)));
+        fields.extend(values.iter().map(ValueColumn::field));
         Ok(TableModel {
             dataset: ds.id,
             source,
             axes,
             schema: Arc::new(Schema::new(fields)),
-            missing,
-            packing,
+            values,
             nan_is_null: false,
             limits: Limits::default(),
         })
+    }
+
+    /// The datasets `names` (at least two) of an opened file as one table: its axis
+    /// columns from the first, then one value column per dataset, named by the dataset.
+    pub async fn for_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
+        let first = Self::for_source(source.clone(), names.first().copied()).await?;
+        first.with_datasets(names)
+    }
+
+    /// [`TableModel::for_datasets`] for a file whose axes can be read without fetching.
+    pub fn from_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
+        Self::from_source(source, names.first().copied())?.with_datasets(names)
+    }
+
+    /// This one-dataset table with the datasets `names` of its file as value columns
+    /// (`names[0]` is its own dataset); one name keeps the table as it is.
+    fn with_datasets(self, names: &[&str]) -> Result<Self> {
+        if names.len() <= 1 {
+            return Ok(self);
+        }
+        let values = names
+            .iter()
+            .map(|n| {
+                let id = self
+                    .source
+                    .file
+                    .dataset(n)
+                    .map_err(|e| e.in_file(&self.source.location))?
+                    .id;
+                ValueColumn::new(self.source.clone(), id, n)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::zip(&[self], values)
+    }
+
+    /// The value columns of several tables side by side on the axes of the first: each
+    /// table's value columns renamed as `values` says (one per value column, in order).
+    /// The tables must share shape and dimension names; their axis values are not
+    /// compared here (a caller joining tables checks them, see [`TableModel::same_axes`]).
+    pub fn zip(tables: &[TableModel], values: Vec<ValueColumn>) -> Result<Self> {
+        let Some(first) = tables.first() else {
+            return plan_err!("a table needs at least one dataset");
+        };
+        let mut t = Self::assemble(first.source.clone(), first.dataset, first.axes.clone(), values)?;
+        t.nan_is_null = first.nan_is_null;
+        t.limits = first.limits;
+        Ok(t.with_missing_rule())
+    }
+
+    /// Whether `other` has the same axis columns (names, types and values) as this table.
+    pub fn same_axes(&self, other: &TableModel) -> bool {
+        self.axes.len() == other.axes.len() && self.axes.iter().zip(&other.axes).all(|(a, b)| a.same_as(b))
     }
 
     /// This table with the session's [`Limits`].
@@ -140,31 +286,70 @@ impl TableModel {
         }
         let mut t = TableModel::clone(self);
         t.nan_is_null = on;
-        // The attributes parsed when the table was built, so this cannot fail here.
-        if let Ok(m) = t.dataset().missing_values(on) {
-            t.missing = m;
-        }
-        Arc::new(t)
+        Arc::new(t.with_missing_rule())
     }
 
-    /// The dataset.
+    /// Every value column's missing rule under this table's `nan_is_null`.
+    fn with_missing_rule(mut self) -> Self {
+        for v in &mut self.values {
+            // The attributes parsed when the column was made, so this cannot fail here.
+            if let Ok(m) = v.dataset().missing_values(self.nan_is_null) {
+                v.missing = m;
+            }
+        }
+        self
+    }
+
+    /// The first dataset (whose axes the table has).
     pub fn dataset(&self) -> &Dataset {
         &self.source.file.datasets[self.dataset]
     }
 
-    /// Arrow type of the value column.
+    /// The first value column.
+    pub fn value(&self) -> &ValueColumn {
+        &self.values[0]
+    }
+
+    /// Arrow type of the first value column.
     pub fn value_type(&self) -> DataType {
         self.schema.field(self.value_index()).data_type().clone()
     }
 
-    /// Whether any cell can be NULL under this table's rule.
+    /// Whether any cell of the first value column can be NULL under this table's rule.
     pub fn has_missing(&self) -> bool {
-        !self.missing.is_empty()
+        self.value().has_missing()
     }
 
-    /// Index of the value column in [`TableModel::schema`] (after the axes).
+    /// Index of the first value column in [`TableModel::schema`] (after the axes).
     pub fn value_index(&self) -> usize {
         self.axes.len()
+    }
+
+    /// The value column at schema index `column`, if it is one.
+    pub fn value_at(&self, column: usize) -> Option<(usize, &ValueColumn)> {
+        let k = column.checked_sub(self.axes.len())?;
+        self.values.get(k).map(|v| (k, v))
+    }
+
+    /// The value column named `name`, if there is one.
+    pub fn value_named(&self, name: &str) -> Option<(usize, &ValueColumn)> {
+        self.values.iter().enumerate().find(|(_, v)| v.name == name)
+    }
+
+    /// Whether any value column's file is in an object store.
+    pub fn is_remote(&self) -> bool {
+        self.values.iter().any(|v| v.source.is_remote())
+    }
+
+    /// Whether the table has more than one value column.
+    pub fn is_multi(&self) -> bool {
+        self.values.len() > 1
+    }
+
+    /// The chunk records of the value columns' datasets, in column order: the grids the
+    /// table's tasks are aligned on ([`crate::plan::aligned_tasks`]).
+    pub fn records(&self) -> Vec<&crate::format::DatasetRecord> {
+        self.values.iter().map(|v| &v.dataset().record).collect()
     }
 
     /// The axis named `name`.
@@ -208,7 +393,7 @@ impl TableModel {
             }
             cols.push(c);
         }
-        cols.push(ColumnStatistics::new_unknown());
+        cols.extend(self.values.iter().map(|_| ColumnStatistics::new_unknown()));
         Ok(Statistics {
             num_rows: match rows.and_then(|r| usize::try_from(r).ok()) {
                 Some(r) => p(r),

@@ -1,13 +1,23 @@
 //! Chunk tasks: which chunks a selection touches, and the sub-box to emit from each.
+//!
+//! A table of several datasets ([`aligned_tasks`]) reads them on their common grid: where
+//! their chunk grids agree, one task per chunk; where they differ, one task per cell of
+//! the grid cut at every dataset's chunk boundaries, so that each task lies inside one
+//! chunk of every dataset ([`TilePart`]).
 
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
 use crate::format::hyperslab::{Runs, odometer_next};
 
-/// One chunk to read and the part of it that is selected.
+/// One chunk to read and the part of it that is selected; in a table of several datasets,
+/// the chunk of the first and, in `parts`, where the same cells lie in the others' tiles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkTask {
-    /// Row-major chunk id.
+    /// The task's id in its table: the chunk id when the datasets share one chunk grid
+    /// (always for one dataset), else the row-major index of the task's first cell
+    /// (see [`aligned_tasks`]).
+    pub id: u64,
+    /// Row-major chunk id (of the first dataset).
     pub linear: u64,
     /// Chunk grid coordinates.
     pub coords: Vec<u64>,
@@ -17,9 +27,62 @@ pub struct ChunkTask {
     pub tile_extent: Vec<u64>,
     /// Number of selected cells.
     pub cells: u64,
+    /// For each further dataset of the table, the tile holding the same cells.
+    pub parts: Vec<TilePart>,
+}
+
+/// Where a task's cells lie in the tile of another dataset of its table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TilePart {
+    /// Row-major chunk id in that dataset.
+    pub linear: u64,
+    /// Chunk grid coordinates in that dataset.
+    pub coords: Vec<u64>,
+    /// Per axis, that tile's (clipped) extent.
+    pub tile_extent: Vec<u64>,
+    /// Per axis, what a position local to the task's own tile adds to be local to this
+    /// one (the difference of the two tiles' starts).
+    pub shift: Vec<i64>,
 }
 
 impl ChunkTask {
+    /// The chunk id of value column `k`'s dataset that holds this task's cells.
+    pub fn chunk_of(&self, k: usize) -> u64 {
+        match k.checked_sub(1) {
+            None => self.linear,
+            Some(i) => self.parts[i].linear,
+        }
+    }
+
+    /// This task as seen from value column `k`'s dataset: its chunk, and the same cells
+    /// as positions local to that chunk's tile, in the same order.
+    pub fn part(&self, k: usize) -> ChunkTask {
+        let Some(p) = k.checked_sub(1).and_then(|i| self.parts.get(i)) else {
+            return ChunkTask {
+                parts: vec![],
+                ..self.clone()
+            };
+        };
+        let local = self
+            .local
+            .iter()
+            .zip(&p.shift)
+            .map(|(ranges, &s)| {
+                let at = |x: u64| x.wrapping_add_signed(s);
+                ranges.iter().map(|&(a, b)| (at(a), at(b))).collect()
+            })
+            .collect();
+        ChunkTask {
+            id: self.id,
+            linear: p.linear,
+            coords: p.coords.clone(),
+            local,
+            tile_extent: p.tile_extent.clone(),
+            cells: self.cells,
+            parts: vec![],
+        }
+    }
+
     /// True when the whole tile is selected.
     pub fn is_full(&self) -> bool {
         self.cells == self.tile_extent.iter().product::<u64>()
@@ -143,11 +206,13 @@ impl Iterator for Slabs {
         local.push(piece);
         local.extend(task.local[d + 1..].iter().cloned());
         let slab = ChunkTask {
+            id: task.id,
             linear: task.linear,
             coords: task.coords.clone(),
             local,
             tile_extent: task.tile_extent.clone(),
             cells,
+            parts: task.parts.clone(),
         };
         // Advance: the rest of axis `d`, else the next outer position (last axis fastest).
         if ri < ranges.len() {
@@ -214,12 +279,15 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
             .map(|r| r.iter().map(|(a, b)| b - a).sum::<u64>())
             .product();
         let tile_extent = rec.tile_box(&coords).1;
+        let linear = rec.linear_chunk_id(&coords);
         out.push(ChunkTask {
-            linear: rec.linear_chunk_id(&coords),
+            id: linear,
+            linear,
             coords,
             local,
             tile_extent,
             cells,
+            parts: vec![],
         });
         if !odometer_next(&mut idx, &extents) {
             return out;
@@ -227,19 +295,156 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
     }
 }
 
-/// Partitions of chunk tasks rebuilt from chunk ids (e.g. of a serialized plan): for each
-/// id, the task [`chunk_tasks`] makes for it under `sel`, in the order given. An id the
-/// selection does not touch, or one listed twice, is an error.
+/// A stretch of one axis inside one chunk of every dataset: the chunk index in each, and
+/// the selected global ranges.
+type Piece = (Vec<u64>, Vec<(u64, u64)>);
+
+/// The tasks of a table of the datasets `recs` (one or more, of one shape) under `sel`:
+/// one task per chunk when every dataset has the first's chunk shape (task id = chunk
+/// id), else one per cell of the grid cut at every dataset's chunk boundaries that the
+/// selection touches (task id = row-major index of the cell's first position), in
+/// row-major order. Each task holds the first dataset's chunk and, in `parts`, the
+/// others'.
+pub fn aligned_tasks(recs: &[&DatasetRecord], sel: &[AxisSelection]) -> Vec<ChunkTask> {
+    let Some(first) = recs.first() else {
+        return vec![];
+    };
+    let n = first.ndim();
+    if recs.iter().all(|r| r.chunk_shape == first.chunk_shape) {
+        let mut tasks = chunk_tasks(first, sel);
+        for t in &mut tasks {
+            t.parts = recs[1..]
+                .iter()
+                .map(|r| TilePart {
+                    linear: r.linear_chunk_id(&t.coords),
+                    coords: t.coords.clone(),
+                    tile_extent: t.tile_extent.clone(),
+                    shift: vec![0; n],
+                })
+                .collect();
+        }
+        return tasks;
+    }
+    // Per axis: the pieces of the selection between consecutive boundaries of any grid,
+    // each with its chunk index in every dataset (pieces in the same chunks merged).
+    let axes: Vec<Vec<Piece>> = (0..n)
+        .map(|d| {
+            let mut out: Vec<Piece> = Vec::new();
+            for &(lo, hi) in sel[d].ranges() {
+                let mut p = lo;
+                while p < hi {
+                    let keys: Vec<u64> = recs.iter().map(|r| p / r.chunk_shape[d]).collect();
+                    let end = recs
+                        .iter()
+                        .zip(&keys)
+                        .map(|(r, k)| (k * r.chunk_shape[d]).saturating_add(r.chunk_shape[d]))
+                        .fold(hi.min(first.shape[d]), u64::min);
+                    match out.last_mut() {
+                        Some((last, ranges)) if *last == keys => ranges.push((p, end)),
+                        _ => out.push((keys, vec![(p, end)])),
+                    }
+                    p = end;
+                }
+            }
+            out
+        })
+        .collect();
+    if axes.iter().any(|a| a.is_empty()) {
+        return vec![];
+    }
+    let extents: Vec<usize> = axes.iter().map(Vec::len).collect();
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; n];
+    loop {
+        let piece = |d: usize| &axes[d][idx[d]];
+        let coords_of = |i: usize| (0..n).map(|d| piece(d).0[i]).collect::<Vec<u64>>();
+        let coords = coords_of(0);
+        let (start, tile_extent) = first.tile_box(&coords);
+        let local: Vec<Vec<(u64, u64)>> = (0..n)
+            .map(|d| piece(d).1.iter().map(|&(a, b)| (a - start[d], b - start[d])).collect())
+            .collect();
+        let cells = local.iter().map(|r| range_count(r)).product();
+        let parts = recs[1..]
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let c = coords_of(i + 1);
+                let (s, e) = r.tile_box(&c);
+                TilePart {
+                    linear: r.linear_chunk_id(&c),
+                    shift: start
+                        .iter()
+                        .zip(&s)
+                        .map(|(&a, &b)| (a as i128 - b as i128) as i64)
+                        .collect(),
+                    coords: c,
+                    tile_extent: e,
+                }
+            })
+            .collect();
+        // The cell's origin: the latest chunk start of any dataset, per axis.
+        let id = (0..n).fold(0u64, |acc, d| {
+            let origin = recs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| piece(d).0[i] * r.chunk_shape[d])
+                .max();
+            acc.wrapping_mul(first.shape[d]).wrapping_add(origin.unwrap_or(0))
+        });
+        out.push(ChunkTask {
+            id,
+            linear: first.linear_chunk_id(&coords),
+            coords,
+            local,
+            tile_extent,
+            cells,
+            parts,
+        });
+        if !odometer_next(&mut idx, &extents) {
+            return out;
+        }
+    }
+}
+
+/// Tasks in the common grid of `recs` over every cell: chunks of the first when every
+/// dataset has its chunk shape, else the product over axes of the pieces between
+/// boundaries of any grid.
+pub fn grid_count(recs: &[&DatasetRecord]) -> u64 {
+    let Some(first) = recs.first() else {
+        return 0;
+    };
+    if recs.iter().all(|r| r.chunk_shape == first.chunk_shape) {
+        return first.chunk_count;
+    }
+    (0..first.ndim())
+        .map(|d| {
+            let mut bounds: Vec<u64> = recs
+                .iter()
+                .flat_map(|r| (1..r.grid[d]).map(move |k| k * r.chunk_shape[d]))
+                .collect();
+            bounds.sort_unstable();
+            bounds.dedup();
+            bounds.len() as u64 + 1
+        })
+        .fold(1, u64::saturating_mul)
+}
+
+/// Tasks of [`aligned_tasks`] rebuilt from their ids (e.g. of a serialized plan): for
+/// each id, the task made for it under `sel`, in the order given. An id the selection
+/// does not touch, or one listed twice, is an error.
 pub fn tasks_by_id(
-    rec: &DatasetRecord,
+    recs: &[&DatasetRecord],
     sel: &[AxisSelection],
     ids: &[Vec<u64>],
 ) -> Result<Vec<Vec<ChunkTask>>, String> {
-    if sel.len() != rec.ndim() {
-        return Err(format!("{} axis selections for {} axes", sel.len(), rec.ndim()));
+    let Some(first) = recs.first() else {
+        return Err("a table without datasets".into());
+    };
+    if sel.len() != first.ndim() {
+        return Err(format!("{} axis selections for {} axes", sel.len(), first.ndim()));
     }
     let mut by_id: std::collections::HashMap<u64, ChunkTask> =
-        chunk_tasks(rec, sel).into_iter().map(|t| (t.linear, t)).collect();
+        aligned_tasks(recs, sel).into_iter().map(|t| (t.id, t)).collect();
     ids.iter()
         .map(|part| {
             part.iter()
@@ -344,10 +549,10 @@ mod tests {
         let mut planned = crate::plan::split_balanced(tasks.clone(), 3, |t| t.cells);
         planned[0].reverse();
         let ids: Vec<Vec<u64>> = planned.iter().map(|p| p.iter().map(|t| t.linear).collect()).collect();
-        assert_eq!(tasks_by_id(&rec, &sel, &ids).unwrap(), planned);
+        assert_eq!(tasks_by_id(&[&rec], &sel, &ids).unwrap(), planned);
         // A chunk the selection misses, a repeated chunk, a wrong rank.
-        assert!(tasks_by_id(&rec, &sel, &[vec![6]]).is_err());
-        assert!(tasks_by_id(&rec, &sel, &[vec![ids[0][0]], vec![ids[0][0]]]).is_err());
-        assert!(tasks_by_id(&rec, &sel[..1], &ids).is_err());
+        assert!(tasks_by_id(&[&rec], &sel, &[vec![6]]).is_err());
+        assert!(tasks_by_id(&[&rec], &sel, &[vec![ids[0][0]], vec![ids[0][0]]]).is_err());
+        assert!(tasks_by_id(&[&rec], &sel[..1], &ids).is_err());
     }
 }

@@ -109,10 +109,11 @@ impl KeyRange {
 /// widening cast of it) with numeric constants (`<`, `<=`, `>`, `>=`, `=`, `BETWEEN`) and
 /// `v IS NOT NULL`; `None` for anything else. Only for stored types whose values are exact
 /// as f64 (not 64-bit integers) and unpacked datasets, where comparing f64 keys is exactly
-/// DataFusion's comparison.
+/// DataFusion's comparison. Not for tables of several datasets (their value columns are
+/// named by the datasets; filters of them are evaluated).
 pub fn value_range(table: &TableModel, e: &Expr) -> Option<KeyRange> {
     let dtype = table.dataset().dtype();
-    if table.packing.is_some() || (dtype.size() == 8 && !dtype.is_float()) {
+    if table.is_multi() || table.value().packing.is_some() || (dtype.size() == 8 && !dtype.is_float()) {
         return None;
     }
     range_of(e, &table.value_type())

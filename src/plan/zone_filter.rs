@@ -1,5 +1,6 @@
-//! Zone-map pruning: each chunk task is a container whose `v` min/max come from the
-//! file's zone maps; DataFusion's `PruningPredicate` decides which can match.
+//! Zone-map pruning: each chunk task is a container whose value columns' min/max come
+//! from the zone maps of the chunk of each column's dataset that holds the task (per
+//! variable); DataFusion's `PruningPredicate` decides which can match.
 //!
 //! Floats: zone maps count NaN among the nulls and leave it out of min/max, but DataFusion
 //! orders NaN above every number, so a float chunk with any null is given unknown bounds.
@@ -9,7 +10,6 @@
 
 use super::table::TableModel;
 use super::tasks::ChunkTask;
-use super::values::VALUE_COLUMN;
 use crate::format::{DType, Scalar, ZoneStat};
 use arrow::array::{ArrayRef, BooleanArray};
 use datafusion::common::pruning::PruningStatistics;
@@ -23,19 +23,12 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct ZonePruning<'a> {
     tasks: &'a [ChunkTask],
-    zones: &'a [Option<ZoneStat>],
     table: &'a TableModel,
-    dtype: DType,
 }
 
 impl<'a> ZonePruning<'a> {
-    pub fn new(tasks: &'a [ChunkTask], zones: &'a [Option<ZoneStat>], table: &'a TableModel) -> Self {
-        ZonePruning {
-            tasks,
-            zones,
-            table,
-            dtype: table.dataset().dtype(),
-        }
+    pub fn new(tasks: &'a [ChunkTask], table: &'a TableModel) -> Self {
+        ZonePruning { tasks, table }
     }
 
     /// For each task, whether it may hold a row satisfying `predicate`.
@@ -50,21 +43,29 @@ impl<'a> ZonePruning<'a> {
         }
     }
 
-    /// The lower (`min`) or upper bound of `v` in each task's chunk.
-    fn bound(&self, min: bool) -> Option<ArrayRef> {
-        let ty = self.table.value_type();
-        let packing = self.table.packing;
+    /// The lower (`min`) or upper bound of value column `column` in each task's chunk.
+    fn bound(&self, column: &Column, min: bool) -> Option<ArrayRef> {
+        let (k, value) = self.table.value_named(&column.name)?;
+        let zones = value.dataset().zones.as_ref()?;
+        let ty = self
+            .table
+            .schema
+            .field(self.table.value_index() + k)
+            .data_type()
+            .clone();
+        let dtype = value.dataset().dtype();
+        let packing = value.packing;
         // A negative scale turns the stored maximum into the smallest value.
         let stored_min = min == packing.is_none_or(|p| p.scale >= 0.0);
-        let trusted = |z: &&ZoneStat| z.null_count == 0 || !(self.dtype.is_float() || self.table.missing.is_empty());
+        let trusted = |z: &&ZoneStat| z.null_count == 0 || !(dtype.is_float() || value.missing.is_empty());
         let values = self.tasks.iter().map(|t| {
-            let z = self.zones.get(t.linear as usize).and_then(|z| z.as_ref());
+            let z = zones.get(t.chunk_of(k) as usize).and_then(|z| z.as_ref());
             let v = z
                 .filter(trusted)
                 .and_then(|z| if stored_min { z.min } else { z.max })
                 .and_then(|s| match packing {
                     Some(p) => Some(ScalarValue::Float64(Some(p.apply(s.as_f64())))),
-                    None => to_scalar(self.dtype, s),
+                    None => to_scalar(dtype, s),
                 });
             v.unwrap_or(ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
         });
@@ -90,10 +91,10 @@ fn to_scalar(dtype: DType, s: Scalar) -> Option<ScalarValue> {
 
 impl PruningStatistics for ZonePruning<'_> {
     fn min_values(&self, column: &Column) -> Option<ArrayRef> {
-        (column.name == VALUE_COLUMN).then(|| self.bound(true)).flatten()
+        self.bound(column, true)
     }
     fn max_values(&self, column: &Column) -> Option<ArrayRef> {
-        (column.name == VALUE_COLUMN).then(|| self.bound(false)).flatten()
+        self.bound(column, false)
     }
     fn num_containers(&self) -> usize {
         self.tasks.len()

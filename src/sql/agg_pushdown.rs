@@ -21,7 +21,7 @@
 //! groups whose keys are equal. Partial variance states are (count, mean, M2), merged by
 //! the `tet_*` UDAFs.
 
-use super::merge::{FloatExtreme, MergeMoments, MomentKind};
+use super::merge::{CoMomentKind, FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec};
@@ -97,8 +97,31 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
         }
         None => None,
     };
-    let [arg] = params.args.as_slice() else { return None };
     let v_type = table.value_type();
+    if let [x, y] = params.args.as_slice() {
+        let func = match func.name() {
+            "corr" => AggFunc::Corr,
+            "covar_pop" => AggFunc::CovarPop,
+            "covar" | "covar_samp" => AggFunc::CovarSamp,
+            _ => return None,
+        };
+        // Two deterministic numeric expressions of value and axis columns, evaluated
+        // over each tile and folded as co-moments.
+        for e in [x, y] {
+            expr_columns(table, &unqualified(e))?;
+            if !is_numeric(&e.get_type(schema).ok()?) {
+                return None;
+            }
+        }
+        let (x, y) = (unqualified(x), unqualified(y));
+        return Some(AggSpec {
+            func,
+            input_type: DataType::Float64,
+            input: AggInput::Pair(x, y),
+            filter,
+        });
+    }
+    let [arg] = params.args.as_slice() else { return None };
     let func = match func.name() {
         "count" => {
             if let Expr::Literal(v, _) = arg
@@ -121,7 +144,17 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
         "stddev" | "stddev_samp" => AggFunc::StddevSamp,
         _ => return None,
     };
-    let (input_type, input) = if let Some(t) = value_input(arg, &v_type) {
+    let (input_type, input) = if table.is_multi() {
+        // Several value columns: any deterministic numeric expression of them and the
+        // axes, evaluated over each step's aligned tiles.
+        let t = arg.get_type(schema).ok()?;
+        let e = unqualified(arg);
+        expr_columns(table, &e)?;
+        if !is_numeric(&t) {
+            return None;
+        }
+        (t, AggInput::Expr(e))
+    } else if let Some(t) = value_input(arg, &v_type) {
         (t, AggInput::Value { affine: None })
     } else {
         let t = arg.get_type(schema).ok()?;
@@ -218,7 +251,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         let Some(&[d]) = expr_columns(table, &e).as_deref() else {
             return Ok(None);
         };
-        if d == table.value_index() {
+        if table.value_at(d).is_some() {
             return Ok(None);
         }
         let Ok(data_type) = g.get_type(schema) else {
@@ -313,6 +346,24 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
                 merge_exprs.push(max(a(State::Max)).alias(m("max")));
                 r("max")
             }
+            f if f.is_comoment() => {
+                let kind = match f {
+                    AggFunc::Corr => CoMomentKind::Corr,
+                    AggFunc::CovarPop => CoMomentKind::CovarPop,
+                    _ => CoMomentKind::CovarSamp,
+                };
+                let udaf = AggregateUDF::from(MergeCoMoments::new(kind));
+                let states = [
+                    State::Count,
+                    State::Mean,
+                    State::MeanY,
+                    State::M2,
+                    State::M2Y,
+                    State::CoM2,
+                ];
+                merge_exprs.push(udaf.call(states.map(a).to_vec()).alias(m("co")));
+                r("co")
+            }
             f => {
                 let kind = match f {
                     AggFunc::VarPop => MomentKind::VarPop,
@@ -405,8 +456,7 @@ impl TableProvider for TetPartialAggregate {
         let config = TetConfig::of(state.config());
         let table = &config.table(&self.table);
         let access = AccessPlan::build(table, state, &self.filters)?;
-        let nullable = table.has_missing();
-        let weight = Weight::of(self.aggregation.reads_payload(nullable));
+        let weight = Weight::of(!self.aggregation.value_columns(table).is_empty());
         let outer = self.aggregation.partition_axes(&access.selection);
         let partitions = access.partitions(table, state.config().target_partitions(), weight, &outer);
         let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(

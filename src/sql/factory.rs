@@ -1,4 +1,5 @@
-//! `CREATE EXTERNAL TABLE t STORED AS TET LOCATION 'path' OPTIONS ('tet.dataset' 'temp')`.
+//! `CREATE EXTERNAL TABLE t STORED AS TET LOCATION 'path' OPTIONS ('tet.dataset' 'temp')`,
+//! or `OPTIONS ('tet.datasets' 't2m,sst')` for several datasets of the file in one table.
 //!
 //! datafusion-cli validates every option key against the table-options namespaces before
 //! the factory runs, so the `tet` namespace is registered as a table-options extension
@@ -19,6 +20,8 @@ use std::sync::Arc;
 pub struct TetTableOptions {
     /// The dataset to expose (`tet.dataset`).
     pub dataset: Option<String>,
+    /// Several datasets to expose as one table, comma-separated (`tet.datasets`).
+    pub datasets: Option<String>,
 }
 
 impl ConfigExtension for TetTableOptions {
@@ -41,15 +44,26 @@ impl ExtensionOptions for TetTableOptions {
                 self.dataset = Some(value.to_owned());
                 Ok(())
             }
-            other => plan_err!("unknown option tet.{other} (supported: tet.dataset)"),
+            "datasets" => {
+                self.datasets = Some(value.to_owned());
+                Ok(())
+            }
+            other => plan_err!("unknown option tet.{other} (supported: tet.dataset, tet.datasets)"),
         }
     }
     fn entries(&self) -> Vec<ConfigEntry> {
-        vec![ConfigEntry {
-            key: "tet.dataset".into(),
-            value: self.dataset.clone(),
-            description: "dataset of the .tet file exposed by the table",
-        }]
+        vec![
+            ConfigEntry {
+                key: "tet.dataset".into(),
+                value: self.dataset.clone(),
+                description: "dataset of the .tet file exposed by the table",
+            },
+            ConfigEntry {
+                key: "tet.datasets".into(),
+                value: self.datasets.clone(),
+                description: "datasets of one shape exposed as one table (comma-separated), a value column each",
+            },
+        ]
     }
 }
 
@@ -63,17 +77,32 @@ impl TableProviderFactory for TetTableFactory {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("STORED AS TET takes exactly one LOCATION, got {}", cmd.locations.len());
         };
-        let mut dataset = None;
+        let (mut dataset, mut datasets) = (None, None);
         for (k, v) in &cmd.options {
             match k.as_str() {
                 "tet.dataset" | "format.dataset" | "dataset" => dataset = Some(v.clone()),
+                "tet.datasets" | "format.datasets" | "datasets" => datasets = Some(v.clone()),
                 // Object store settings (datafusion-cli configures the store from these
                 // before the table is created).
                 k if k.starts_with("aws.") || k.starts_with("gcp.") => {}
-                other => return plan_err!("unknown option {other:?} for STORED AS TET (supported: 'tet.dataset')"),
+                other => {
+                    return plan_err!(
+                        "unknown option {other:?} for STORED AS TET (supported: 'tet.dataset', 'tet.datasets')"
+                    );
+                }
             }
         }
-        let table = TetTableProvider::open(state, location, dataset.as_deref()).await?;
+        let table = match (dataset, datasets) {
+            (Some(_), Some(_)) => return plan_err!("STORED AS TET takes 'tet.dataset' or 'tet.datasets', not both"),
+            (None, Some(list)) => {
+                let names: Vec<&str> = list.split(',').map(str::trim).collect();
+                if names.iter().any(|n| n.is_empty()) {
+                    return plan_err!("'tet.datasets' {list:?} names an empty dataset; write e.g. 't2m,sst'");
+                }
+                TetTableProvider::open_datasets(state, location, &names).await?
+            }
+            (dataset, None) => TetTableProvider::open(state, location, dataset.as_deref()).await?,
+        };
         if !cmd.schema.fields().is_empty() {
             let declared: Vec<_> = cmd
                 .schema

@@ -1,4 +1,4 @@
-//! Table functions: `tet(path [, dataset])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
+//! Table functions: `tet(path [, dataset, ...])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
 
 use super::session_options::TetConfig;
 use super::table::{TetTableProvider, block_on, open_source};
@@ -49,23 +49,32 @@ fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<Tet
     block_on(function, open_source(session, location))
 }
 
-/// `tet(path [, dataset])`: the dataset as a table (see [`TetTableProvider`]).
+/// `tet(path [, dataset, ...])`: the dataset as a table, or several datasets of one shape
+/// as one table with a value column each (see [`TetTableProvider`]).
 #[derive(Debug, Default)]
 pub struct TetFunction;
 
+/// The most datasets one `tet()` call names.
+const MAX_TET_DATASETS: usize = 64;
+
 impl TableFunctionImpl for TetFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = string_args("tet", "(path [, dataset])", args.exprs(), 1, 2)?;
-        let dataset = a.get(1).map(String::as_str);
+        let a = string_args("tet", "(path [, dataset, ...])", args.exprs(), 1, 1 + MAX_TET_DATASETS)?;
+        let names: Vec<&str> = a[1..].iter().map(String::as_str).collect();
         let session = args.session();
         if crate::io::remote_url(&a[0])?.is_none() {
             let source = open(session, "tet()", &a[0])?;
-            return Ok(Arc::new(TetTableProvider::from_source(source, dataset)?));
+            return Ok(Arc::new(match names.len() {
+                0 => TetTableProvider::from_source(source, None)?,
+                _ => TetTableProvider::from_datasets(source, &names)?,
+            }));
         }
-        Ok(Arc::new(block_on(
-            "tet()",
-            TetTableProvider::open(session, &a[0], dataset),
-        )?))
+        Ok(Arc::new(block_on("tet()", async {
+            match names.len() {
+                0 => TetTableProvider::open(session, &a[0], None).await,
+                _ => TetTableProvider::open_datasets(session, &a[0], &names).await,
+            }
+        })?))
     }
 }
 

@@ -4,8 +4,12 @@
 //! `stddev_samp` would (NULL for no values; the sample forms also for one). The aggregate
 //! pushdown uses them so partial states stay exact instead of being rebuilt from sums of
 //! squares.
+//!
+//! `tet_corr`, `tet_covar_pop`, `tet_covar_samp` `(n, mean_x, mean_y, m2_x, m2_y, c2)`:
+//! the same for co-moment states, finished as DataFusion's `corr`, `covar_pop` and
+//! `covar_samp` would.
 
-use crate::exec::fold::Moments;
+use crate::exec::fold::{CoMoment, Moments};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, UInt64Type};
 use datafusion::common::{Result, ScalarValue, internal_err};
@@ -63,7 +67,152 @@ pub fn merge_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
         .map(|k| MergeMoments::new(k).into())
         .collect();
     out.extend([false, true].map(|max| FloatExtreme::new(max).into()));
+    out.extend(CoMomentKind::ALL.map(|k| MergeCoMoments::new(k).into()));
     out
+}
+
+/// Which statistic a co-moment merge finishes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CoMomentKind {
+    Corr,
+    CovarPop,
+    CovarSamp,
+}
+
+impl CoMomentKind {
+    /// All three, for registration.
+    pub const ALL: [CoMomentKind; 3] = [CoMomentKind::Corr, CoMomentKind::CovarPop, CoMomentKind::CovarSamp];
+
+    /// Registered name.
+    pub fn udaf_name(self) -> &'static str {
+        match self {
+            CoMomentKind::Corr => "tet_corr",
+            CoMomentKind::CovarPop => "tet_covar_pop",
+            CoMomentKind::CovarSamp => "tet_covar_samp",
+        }
+    }
+
+    /// The statistic, NULL where DataFusion's is: no pairs (one, for the sample
+    /// covariance and the correlation), or a correlation with a constant input. A
+    /// correlation of inputs that are all NaN is NaN; of one that has a NaN, NULL.
+    fn finish(self, m: CoMoment) -> Option<f64> {
+        let n = m.n as f64;
+        match self {
+            CoMomentKind::CovarPop => (m.n > 0).then(|| m.c2 / n),
+            CoMomentKind::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
+            CoMomentKind::Corr => {
+                if m.n > 0 && m.mean_x.is_nan() && m.mean_y.is_nan() {
+                    return Some(f64::NAN);
+                }
+                if m.n < 2 || m.mean_x.is_nan() || m.mean_y.is_nan() || m.m2_x == 0.0 || m.m2_y == 0.0 {
+                    return None;
+                }
+                Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
+            }
+        }
+    }
+}
+
+/// The merge UDAF of one [`CoMomentKind`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct MergeCoMoments {
+    kind: CoMomentKind,
+    signature: Signature,
+}
+
+impl MergeCoMoments {
+    pub fn new(kind: CoMomentKind) -> Self {
+        let mut types = vec![DataType::UInt64];
+        types.extend(std::iter::repeat_n(DataType::Float64, 5));
+        MergeCoMoments {
+            kind,
+            signature: Signature::exact(types, Volatility::Immutable),
+        }
+    }
+}
+
+/// The co-moment state's fields, in argument order.
+const COMOMENT_FIELDS: [&str; 6] = ["n", "mean_x", "mean_y", "m2_x", "m2_y", "c2"];
+
+impl AggregateUDFImpl for MergeCoMoments {
+    fn name(&self) -> &str {
+        self.kind.udaf_name()
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn accumulator(&self, _acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(CoMomentsAccumulator {
+            kind: self.kind,
+            m: CoMoment::default(),
+        }))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(COMOMENT_FIELDS
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let t = if i == 0 { DataType::UInt64 } else { DataType::Float64 };
+                Arc::new(Field::new(format!("{}[{f}]", args.name), t, true))
+            })
+            .collect())
+    }
+}
+
+/// Accumulator of the co-moment merge UDAFs.
+#[derive(Debug)]
+struct CoMomentsAccumulator {
+    kind: CoMomentKind,
+    m: CoMoment,
+}
+
+impl Accumulator for CoMomentsAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let [n, rest @ ..] = values else {
+            return internal_err!("{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.kind.udaf_name());
+        };
+        let n = n.as_primitive::<UInt64Type>();
+        let f: Vec<&arrow::array::Float64Array> = rest.iter().map(|a| a.as_primitive::<Float64Type>()).collect();
+        if f.len() != 5 {
+            return internal_err!("{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.kind.udaf_name());
+        }
+        for i in 0..n.len() {
+            if n.is_valid(i) && f.iter().all(|a| a.is_valid(i)) {
+                self.m.merge(CoMoment {
+                    n: n.value(i),
+                    mean_x: f[0].value(i),
+                    mean_y: f[1].value(i),
+                    m2_x: f[2].value(i),
+                    m2_y: f[3].value(i),
+                    c2: f[4].value(i),
+                });
+            }
+        }
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let m = self.m;
+        Ok(vec![
+            ScalarValue::UInt64(Some(m.n)),
+            ScalarValue::Float64(Some(m.mean_x)),
+            ScalarValue::Float64(Some(m.mean_y)),
+            ScalarValue::Float64(Some(m.m2_x)),
+            ScalarValue::Float64(Some(m.m2_y)),
+            ScalarValue::Float64(Some(m.c2)),
+        ])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Float64(self.kind.finish(self.m)))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+    }
 }
 
 /// The merge UDAF of one [`MomentKind`].

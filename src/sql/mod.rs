@@ -1,5 +1,5 @@
 //! The SQL surface: [`TetTableProvider`], the table functions, `STORED AS TET`, the
-//! aggregate pushdown rule, the `tet.*` session options and
+//! aggregate pushdown and join rewrite rules, the `tet.*` session options and
 //! [`register`](crate::register).
 //!
 //! Owns: mapping tables, filters, projections, limits and aggregations onto `plan` and
@@ -9,6 +9,7 @@
 mod agg_pushdown;
 mod factory;
 mod functions;
+mod join_rewrite;
 mod merge;
 mod session_options;
 mod table;
@@ -16,6 +17,7 @@ mod table;
 pub use agg_pushdown::{TetAggregatePushdown, TetPartialAggregate};
 pub use factory::{TetTableFactory, TetTableOptions};
 pub use functions::{MetadataKind, TetChunksFunction, TetDatasetsFunction, TetFunction, TetMetadataTable};
+pub use join_rewrite::TetJoinRewrite;
 pub use merge::{FloatExtreme, MergeMoments, MomentKind, merge_functions};
 pub use session_options::TetConfig;
 #[cfg(feature = "ballista")]

@@ -1,6 +1,6 @@
 //! Session options of datafusion-tet (namespace `tet`): `SET tet.aggregate_pushdown =
-//! false` turns the aggregate pushdown off (used to compare against DataFusion's own
-//! plan); `SET tet.nan_is_null = true` makes every NaN NULL; `tet.coalesce_gap_bytes`,
+//! false` turns the aggregate pushdown off and `SET tet.join_rewrite = false` the join
+//! rewrite (used to compare against DataFusion's own plan); `SET tet.nan_is_null = true` makes every NaN NULL; `tet.coalesce_gap_bytes`,
 //! `tet.max_request_bytes`, `tet.fetch_concurrency` and `tet.fetch_window_bytes` tune object
 //! store reads; `tet.max_tile_bytes`, `tet.max_dataset_cells` and `tet.max_axis_positions`
 //! bound what a query may make of a file's claims ([`Limits`]); `tet.cache_max_bytes`
@@ -17,6 +17,9 @@ datafusion::common::extensions_options! {
     pub struct TetConfig {
         /// Replace aggregations over `.tet` scans by `TetAggregateExec`.
         pub aggregate_pushdown: bool, default = true
+        /// Plan inner joins of `.tet` tables on all of their axes, whose axis values are
+        /// equal, as one scan of both tables' value columns.
+        pub join_rewrite: bool, default = true
         /// Make every NaN value NULL (as xarray's skip-NaN reductions treat it), not only
         /// the cells a NaN `_FillValue` marks.
         pub nan_is_null: bool, default = false

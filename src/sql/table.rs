@@ -1,4 +1,5 @@
-//! [`TetTableProvider`]: one dataset of one file as a DataFusion table.
+//! [`TetTableProvider`]: one dataset of one file, or several datasets on one grid, as a
+//! DataFusion table.
 
 use super::session_options::TetConfig;
 use crate::exec::{ChunkFeed, TetScanExec};
@@ -15,7 +16,9 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 use std::sync::Arc;
 
-/// A table over one dataset of a `.tet` file: one column per axis, then `v`.
+/// A table over one dataset of a `.tet` file: one column per axis, then `v`; or over
+/// several datasets of one shape and dimension names ([`TetTableProvider::open_datasets`]):
+/// the axes, then one value column per dataset, named by the dataset.
 ///
 /// [`TetTableProvider::open`] opens local paths and object store URLs (`s3://`, `gs://`,
 /// `az://`, `http(s)://`) through a session; [`TetTableProvider::try_new`] is the
@@ -77,6 +80,33 @@ impl TetTableProvider {
         Self::for_source(open_source_with(config, runtime, location).await?, dataset).await
     }
 
+    /// Open `location` (as [`TetTableProvider::open`]) and expose the datasets `names`
+    /// (one or more, of one shape and dimension names) as one table: the axes of the first,
+    /// then a value column per dataset named by it (one name gives the table of that dataset,
+    /// its value column `v`).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> datafusion::error::Result<()> {
+    /// use datafusion::prelude::SessionContext;
+    /// use datafusion_tet::TetTableProvider;
+    /// use std::sync::Arc;
+    /// let ctx = SessionContext::new();
+    /// let table = TetTableProvider::open_datasets(&ctx.state(), "era5.tet", &["t2m", "sst"]).await?;
+    /// ctx.register_table("era5", Arc::new(table))?;
+    /// ctx.sql("SELECT avg(t2m - sst) FROM era5").await?.show().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_datasets(session: &dyn Session, location: &str, names: &[&str]) -> Result<Self> {
+        let source = open_source(session, location).await?;
+        Ok(Self::from_model(TableModel::for_datasets(source, names).await?))
+    }
+
+    /// The datasets `names` of an already opened file whose axes can be read without
+    /// fetching, as one table (see [`TetTableProvider::open_datasets`]).
+    pub fn from_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
+        Ok(Self::from_model(TableModel::from_datasets(source, names)?))
+    }
+
     /// Expose `dataset` of an already opened file, fetching what the axes need (an object
     /// store file's coordinate variables) on demand.
     pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
@@ -91,7 +121,12 @@ impl TetTableProvider {
 
     /// The table of a dataset model.
     pub fn from_model(table: TableModel) -> Self {
-        TetTableProvider { table: Arc::new(table) }
+        Self::from_shared(Arc::new(table))
+    }
+
+    /// The table of a shared dataset model.
+    pub fn from_shared(table: Arc<TableModel>) -> Self {
+        TetTableProvider { table }
     }
 
     /// The table model: file, dataset, axes and schema.
@@ -104,7 +139,7 @@ impl TetTableProvider {
         &self.table.source
     }
 
-    /// The dataset's name.
+    /// The (first) dataset's name.
     pub fn dataset_name(&self) -> &str {
         self.table.dataset().name()
     }
@@ -151,7 +186,7 @@ impl TableProvider for TetTableProvider {
     }
 
     fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
-        let has_zone_maps = self.table.dataset().zones.is_some();
+        let has_zone_maps = self.table.values.iter().any(|v| v.dataset().zones.is_some());
         Ok(filters
             .iter()
             .map(|f| match classify(&self.table, f) {
@@ -176,7 +211,7 @@ impl TableProvider for TetTableProvider {
             Some(p) => p.clone(),
             None => (0..table.schema.fields().len()).collect(),
         };
-        let weight = Weight::of(projection.contains(&table.value_index()));
+        let weight = Weight::of(projection.iter().any(|&c| table.value_at(c).is_some()));
         let partitions = access.partitions(table, state.config().target_partitions(), weight, &[]);
         Ok(Arc::new(TetScanExec::try_new(
             table.clone(),

@@ -19,6 +19,7 @@ mod format_roundtrip;
 mod format_upstream;
 mod hostile;
 mod layers;
+mod multi;
 mod remote;
 mod servers;
 mod sql_concurrency;

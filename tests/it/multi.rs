@@ -1,0 +1,567 @@
+//! Tables of several datasets (`tet(path, 'a', 'b', ...)`, `tet.datasets`): random files
+//! whose datasets share a shape but not their chunk grids, dtypes, codecs or fill values,
+//! read whole, sliced and value-filtered, against a brute-force walk over the arrays
+//! written; and the errors of datasets that do not fit together.
+
+use crate::common::{Rng, Val, ctx, random_geometry, rows, rows_and_scan_metrics, small_values, sorted, tempdir};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
+use std::collections::HashSet;
+
+/// One dataset as written.
+struct Var {
+    name: String,
+    dtype: DType,
+    chunk: Vec<u64>,
+    data: Vec<u8>,
+    fill: Option<Vec<u8>>,
+}
+
+impl Var {
+    /// The value of cell `lin` as the table shows it.
+    fn value(&self, lin: usize) -> Val {
+        let size = self.dtype.size();
+        let b = &self.data[lin * size..(lin + 1) * size];
+        if self.fill.as_deref() == Some(b) {
+            Val::Null
+        } else {
+            Val::from_scalar(self.dtype.decode(b).unwrap())
+        }
+    }
+}
+
+/// A file of 2–3 datasets of one shape and the same random axis labels.
+struct MultiCase {
+    path: String,
+    shape: Vec<u64>,
+    axes: Vec<(String, Vec<Val>)>,
+    vars: Vec<Var>,
+}
+
+impl MultiCase {
+    fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> MultiCase {
+        let ndim = rng.range(1, 5) as usize;
+        let (shape, _) = random_geometry(rng, ndim, 2500);
+        let cells: u64 = shape.iter().product();
+        let names: Vec<String> = (0..ndim).map(|d| format!("a{d}")).collect();
+        let dims: Vec<&str> = names.iter().map(String::as_str).collect();
+        let nvars = rng.range(2, 3) as usize;
+        let vars: Vec<Var> = (0..nvars)
+            .map(|i| {
+                let dtype = DType::ALL[rng.below(10) as usize];
+                let chunk: Vec<u64> = shape.iter().map(|&s| rng.range(1, s + 1)).collect();
+                let data = small_values(rng, dtype, cells as usize);
+                let fill = (rng.below(2) == 0).then(|| {
+                    let (size, at) = (dtype.size(), rng.below(cells) as usize);
+                    data[at * size..(at + 1) * size].to_vec()
+                });
+                Var {
+                    name: format!("d{i}"),
+                    dtype,
+                    chunk,
+                    data,
+                    fill,
+                }
+            })
+            .collect();
+        let mut w = TetWriter::new();
+        let mut axes = Vec::new();
+        let mut labelled: Vec<bool> = Vec::new();
+        for (i, var) in vars.iter().enumerate() {
+            let chunks: u64 = shape.iter().zip(&var.chunk).map(|(s, c)| s.div_ceil(*c)).product();
+            let codecs = ChunkCodecs::PerChunk(
+                (0..chunks)
+                    .map(|_| if rng.below(2) == 0 { Codec::Raw } else { Codec::Zstd })
+                    .collect(),
+            );
+            let mut spec = DatasetSpec::new(&var.name, var.dtype, &shape, &var.chunk, &var.data)
+                .codecs(codecs)
+                .dim_names(&dims);
+            if let Some(f) = &var.fill {
+                spec = spec.attr("_FillValue", &var.dtype.decode(f).unwrap().to_string());
+            }
+            // The same axes for every dataset: labels on some, positions on the others.
+            if i == 0 {
+                labelled = (0..ndim).map(|_| rng.below(2) == 0).collect();
+            }
+            for (d, name) in names.iter().enumerate() {
+                let values: Vec<Val> = if labelled[d] {
+                    let labels: Vec<i64> = (0..shape[d] as i64).map(|p| 100 - 3 * p).collect();
+                    spec = spec.labels(name, labels.iter().map(i64::to_string).collect());
+                    labels.into_iter().map(|l| Val::Int(l as i128)).collect()
+                } else {
+                    (0..shape[d]).map(|p| Val::Int(p as i128)).collect()
+                };
+                if i == 0 {
+                    axes.push((name.clone(), values));
+                }
+            }
+            w.dataset(spec).unwrap();
+        }
+        w.zone_maps(rng.below(3) > 0);
+        let path = dir.join(format!("multi{k}.tet"));
+        w.write_path(&path).unwrap();
+        MultiCase {
+            path: path.display().to_string(),
+            shape,
+            axes,
+            vars,
+        }
+    }
+
+    /// The cells as rows (axis values, then the values of `vars`) where `keep` holds, and
+    /// the distinct (dataset, chunk) pairs holding them.
+    fn oracle(&self, vars: &[usize], keep: &dyn Fn(&[Val], &[Val]) -> bool) -> (Vec<Vec<Val>>, usize) {
+        let n = self.shape.len();
+        let cells: u64 = self.shape.iter().product();
+        let mut out = Vec::new();
+        let mut chunks = HashSet::new();
+        for lin in 0..cells {
+            let mut idx = vec![0u64; n];
+            let mut rem = lin;
+            for d in (0..n).rev() {
+                idx[d] = rem % self.shape[d];
+                rem /= self.shape[d];
+            }
+            let axes: Vec<Val> = (0..n).map(|d| self.axes[d].1[idx[d] as usize].clone()).collect();
+            let values: Vec<Val> = self.vars.iter().map(|v| v.value(lin as usize)).collect();
+            if !keep(&axes, &values) {
+                continue;
+            }
+            for &i in vars {
+                let c: Vec<u64> = idx.iter().zip(&self.vars[i].chunk).map(|(p, c)| p / c).collect();
+                chunks.insert((i, c));
+            }
+            let mut row = axes;
+            row.extend(vars.iter().map(|&i| values[i].clone()));
+            out.push(row);
+        }
+        (out, chunks.len())
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.vars.iter().map(|v| v.name.clone()).collect()
+    }
+
+    fn from(&self) -> String {
+        let quoted: Vec<String> = self.names().iter().map(|n| format!("'{n}'")).collect();
+        format!("tet('{}', {})", self.path, quoted.join(", "))
+    }
+
+    /// A random slice of axis `d`: SQL and its test.
+    fn slice(&self, rng: &mut Rng, d: usize) -> (String, Val, Val) {
+        let values = &self.axes[d].1;
+        let a = values[rng.below(values.len() as u64) as usize].clone();
+        let b = values[rng.below(values.len() as u64) as usize].clone();
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let lit = |v: &Val| match v {
+            Val::Int(i) => i.to_string(),
+            _ => unreachable!(),
+        };
+        (
+            format!("{} BETWEEN {} AND {}", self.axes[d].0, lit(&lo), lit(&hi)),
+            lo,
+            hi,
+        )
+    }
+}
+
+fn session(partitions: usize) -> SessionContext {
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+    datafusion_tet::register(&ctx);
+    ctx
+}
+
+/// SQL literal of a value of `dtype`.
+fn literal(v: &Val) -> String {
+    match v {
+        Val::Int(i) => i.to_string(),
+        Val::Float(f) => format!("{f:?}"),
+        other => panic!("no literal for {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tables_of_several_datasets_equal_brute_force() {
+    let dir = tempdir();
+    let (one, three) = (session(1), session(3));
+    let mut rng = Rng(1414);
+    for k in 0..24 {
+        let case = MultiCase::generate(&mut rng, dir.path(), k);
+        let from = case.from();
+        let names = case.names();
+        let axes: Vec<String> = case.axes.iter().map(|a| a.0.clone()).collect();
+        let all_vars: Vec<usize> = (0..names.len()).collect();
+        let what = |q: &str| {
+            let grids: Vec<String> = case.vars.iter().map(|v| format!("{} {:?}", v.dtype, v.chunk)).collect();
+            format!("case {k} shape {:?} [{}]: {q}", case.shape, grids.join(", "))
+        };
+        // Every cell, every column, in one partition and in three.
+        let (want, want_chunks) = case.oracle(&all_vars, &|_, _| true);
+        let sql = format!("SELECT * FROM {from}");
+        let (got, metrics) = rows_and_scan_metrics(&one, &sql).await;
+        assert_eq!(sorted(got), sorted(want.clone()), "{}", what(&sql));
+        // Each chunk of each dataset is read once, however the grids cut each other.
+        assert_eq!(metrics["chunks_read"], want_chunks, "{}", what(&sql));
+        assert_eq!(sorted(rows(&three, &sql).await), sorted(want), "{}", what(&sql));
+        // Slices of the axes, with the value columns in another order.
+        for _ in 0..3 {
+            let d = rng.below(axes.len() as u64) as usize;
+            let (pred, lo, hi) = case.slice(&mut rng, d);
+            let order: Vec<usize> = all_vars.iter().rev().copied().collect();
+            let cols: Vec<String> = order.iter().map(|&i| names[i].clone()).collect();
+            let (want, want_chunks) = case.oracle(&order, &|a, _| a[d] >= lo && a[d] <= hi);
+            let sql = format!(
+                "SELECT {}, {} FROM {from} WHERE {pred}",
+                axes.join(", "),
+                cols.join(", ")
+            );
+            let (got, metrics) = rows_and_scan_metrics(&one, &sql).await;
+            assert_eq!(sorted(got), sorted(want.clone()), "{}", what(&sql));
+            assert_eq!(metrics["chunks_read"], want_chunks, "{}", what(&sql));
+            assert_eq!(sorted(rows(&three, &sql).await), sorted(want), "{}", what(&sql));
+        }
+        // One value column alone reads only its own dataset's chunks.
+        let last = names.len() - 1;
+        let (want, want_chunks) = case.oracle(&[last], &|_, _| true);
+        let sql = format!("SELECT {}, {} FROM {from}", axes.join(", "), names[last]);
+        let (got, metrics) = rows_and_scan_metrics(&one, &sql).await;
+        assert_eq!(sorted(got), sorted(want), "{}", what(&sql));
+        assert_eq!(metrics["chunks_read"], want_chunks, "{}", what(&sql));
+        // A filter of one value column (pruned by that dataset's zone maps), of two.
+        let pivot = case.vars[1].value(rng.below(case.shape.iter().product()) as usize);
+        if pivot != Val::Null {
+            let sql = format!(
+                "SELECT {}, {}, {} FROM {from} WHERE {} >= {}",
+                axes.join(", "),
+                names[0],
+                names[1],
+                names[1],
+                literal(&pivot)
+            );
+            let (want, _) = case.oracle(&[0, 1], &|_, v| v[1] != Val::Null && v[1] >= pivot);
+            assert_eq!(sorted(rows(&three, &sql).await), sorted(want), "{}", what(&sql));
+        }
+        let sql = format!(
+            "SELECT count(*), count({a}), count({b}), sum(CAST({a} AS DOUBLE) - CAST({b} AS DOUBLE)) FROM {from} \
+             WHERE {a} IS NOT NULL AND {b} IS NOT NULL",
+            a = names[0],
+            b = names[1]
+        );
+        let (both, _) = case.oracle(&[0, 1], &|_, v| v[0] != Val::Null && v[1] != Val::Null);
+        let diff: f64 = both
+            .iter()
+            .map(|r| r[axes.len()].as_f64() - r[axes.len() + 1].as_f64())
+            .sum();
+        let n = Val::Int(both.len() as i128);
+        let sum = if both.is_empty() { Val::Null } else { Val::Float(diff) };
+        assert_eq!(
+            rows(&three, &sql).await,
+            vec![vec![n.clone(), n.clone(), n, sum]],
+            "{}",
+            what(&sql)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stored_as_tet_takes_several_datasets() {
+    let dir = tempdir();
+    let mut rng = Rng(77);
+    let case = MultiCase::generate(&mut rng, dir.path(), 0);
+    let ctx = ctx();
+    let names = case.names().join(",");
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE m STORED AS TET LOCATION '{}' OPTIONS ('tet.datasets' '{names}')",
+        case.path
+    ))
+    .await
+    .unwrap();
+    let all: Vec<usize> = (0..case.vars.len()).collect();
+    let (want, _) = case.oracle(&all, &|_, _| true);
+    assert_eq!(sorted(rows(&ctx, "SELECT * FROM m").await), sorted(want));
+    let schema = ctx.table("m").await.unwrap().schema().clone();
+    let fields: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut expect: Vec<String> = case.axes.iter().map(|a| a.0.clone()).collect();
+    expect.extend(case.names());
+    assert_eq!(fields, expect);
+    // EXPLAIN names the datasets.
+    let plan = rows(&ctx, "EXPLAIN SELECT * FROM m").await;
+    let text = format!("{plan:?}");
+    assert!(
+        text.contains(&format!("datasets=[{}]", case.names().join(", "))),
+        "{text}"
+    );
+    let err = ctx
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE bad STORED AS TET LOCATION '{}' OPTIONS ('tet.datasets' 'd0,,d1')",
+            case.path
+        ))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("empty dataset"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn datasets_that_do_not_fit_together_are_refused() {
+    let dir = tempdir();
+    let path = dir.path().join("mixed.tet");
+    let f32s = |n: usize| -> Vec<u8> { (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect() };
+    let (a, b, c, d) = (f32s(12), f32s(12), f32s(12), f32s(4));
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("t2m", DType::F32, &[3, 4], &[2, 2], &a).dim_names(&["lat", "lon"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("sst", DType::F32, &[3, 4], &[3, 1], &b).dim_names(&["lat", "lon"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("wide", DType::F32, &[4, 3], &[2, 2], &c).dim_names(&["lat", "lon"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("other", DType::F32, &[3, 4], &[3, 4], &c).dim_names(&["y", "x"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("lon", DType::F32, &[4], &[4], &d).dim_names(&["lon"]))
+        .unwrap();
+    w.write_path(&path).unwrap();
+    let p = path.display();
+    let ctx = ctx();
+    let err = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            match ctx.sql(&sql).await {
+                Ok(df) => df.collect().await.map(|_| ()).unwrap_err().to_string(),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    // The two that fit, on grids that differ.
+    let got = rows(
+        &ctx,
+        &format!("SELECT sum(t2m - sst), count(*) FROM tet('{p}', 't2m', 'sst')"),
+    )
+    .await;
+    assert_eq!(got, vec![vec![Val::Float(0.0), Val::Int(12)]]);
+    let e = err(format!("SELECT * FROM tet('{p}', 't2m', 'wide')")).await;
+    assert!(
+        e.contains("\"wide\" has shape [4, 3]") && e.contains("share their shape"),
+        "{e}"
+    );
+    let e = err(format!("SELECT * FROM tet('{p}', 't2m', 'other')")).await;
+    assert!(
+        e.contains("dimensions [\"y\", \"x\"]") && e.contains("dimension names"),
+        "{e}"
+    );
+    let e = err(format!("SELECT * FROM tet('{p}', 't2m', 't2m')")).await;
+    assert!(e.contains("named twice"), "{e}");
+    let e = err(format!("SELECT * FROM tet('{p}', 't2m', 'rain')")).await;
+    assert!(e.contains("rain"), "{e}");
+    // A coordinate variable's own name is its axis column's.
+    let e = err(format!("SELECT * FROM tet('{p}', 'lon', 't2m')")).await;
+    assert!(e.contains("shape"), "{e}");
+    assert!(e.contains(&p.to_string()), "{e}");
+}
+
+/// Rows of `sql` with `setting` (e.g. `tet.join_rewrite`) on and off, and the plan's text.
+async fn on_and_off(ctx: &SessionContext, setting: &str, sql: &str) -> (Vec<Vec<Val>>, Vec<Vec<Val>>, String) {
+    ctx.sql(&format!("SET {setting} = true")).await.unwrap();
+    let on = rows(ctx, sql).await;
+    let plan = format!("{:?}", rows(ctx, &format!("EXPLAIN {sql}")).await);
+    ctx.sql(&format!("SET {setting} = false")).await.unwrap();
+    let off = rows(ctx, sql).await;
+    ctx.sql(&format!("SET {setting} = true")).await.unwrap();
+    (on, off, plan)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn folds_over_several_datasets_equal_datafusions_aggregate() {
+    let dir = tempdir();
+    let ctx = session(3);
+    let mut rng = Rng(3131);
+    for k in 0..12 {
+        let case = MultiCase::generate(&mut rng, dir.path(), k);
+        let from = case.from();
+        let names = case.names();
+        let (a, b) = (&names[0], &names[1]);
+        let d = rng.below(case.axes.len() as u64) as usize;
+        let key = &case.axes[d].0;
+        let x = format!("CAST({a} AS DOUBLE)");
+        let y = format!("CAST({b} AS DOUBLE)");
+        let sliced = rng.below(case.axes.len() as u64) as usize;
+        let (pred, _, _) = case.slice(&mut rng, sliced);
+        for sql in [
+            format!(
+                "SELECT {key}, count(*), count({a}), avg({x} - {y}), max(greatest({x}, {y})), min({x} * 2.0 + {y}) \
+                 FROM {from} GROUP BY {key}"
+            ),
+            format!("SELECT sum({x} * {y}), var_samp({x} - {y}), count({b}) FROM {from} WHERE {pred}"),
+            format!("SELECT {key}, sum({y}) FILTER (WHERE {x} > 0) FROM {from} WHERE {y} < 10 GROUP BY {key}"),
+            format!(
+                "SELECT {key}, corr({x}, {y}), covar_pop({x}, {y}), covar_samp({a}, {b}), \
+                 covar_samp({x} * 2.0, {y}) FILTER (WHERE {y} > 0) FROM {from} GROUP BY {key}"
+            ),
+            format!("SELECT corr({x}, {y}), covar_pop({y}, {x} - {y}) FROM {from} WHERE {pred}"),
+        ] {
+            let (on, off, plan) = on_and_off(&ctx, "tet.aggregate_pushdown", &sql).await;
+            crate::common::assert_same(on, off, &format!("case {k}: {sql}"));
+            assert!(plan.contains("TetAggregateExec"), "case {k}: {sql}\n{plan}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn joins_on_every_axis_are_aligned_scans() {
+    let dir = tempdir();
+    let ctx = session(3);
+    let mut rng = Rng(4242);
+    for k in 0..10 {
+        let case = MultiCase::generate(&mut rng, dir.path(), k);
+        let names = case.names();
+        let axes: Vec<&str> = case.axes.iter().map(|a| a.0.as_str()).collect();
+        let on: Vec<String> = axes.iter().map(|a| format!("t.{a} = s.{a}")).collect();
+        let from = format!(
+            "tet('{p}', '{}') t JOIN tet('{p}', '{}') s ON {}",
+            names[0],
+            names[1],
+            on.join(" AND "),
+            p = case.path
+        );
+        let (pred, lo, hi) = case.slice(&mut rng, 0);
+        let pred_s = pred.replacen(axes[0], &format!("s.{}", axes[0]), 1);
+        let cols: Vec<String> = axes.iter().map(|a| format!("t.{a}")).collect();
+        // The cells side by side, against brute force, with and without the rewrite.
+        let sql = format!("SELECT {}, t.v, s.v FROM {from} WHERE {pred_s}", cols.join(", "));
+        let (want, _) = case.oracle(&[0, 1], &|a, _| a[0] >= lo && a[0] <= hi);
+        let (on_rows, off_rows, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+        assert_eq!(sorted(on_rows), sorted(want.clone()), "case {k}: {sql}\n{plan}");
+        assert_eq!(sorted(off_rows), sorted(want), "case {k}: {sql}");
+        assert!(
+            !plan.contains("HashJoinExec") && plan.contains("datasets=["),
+            "case {k}: {sql}\n{plan}"
+        );
+        // Aggregates of both sides fold in one pass.
+        let key = axes[axes.len() - 1];
+        let sql = format!(
+            "SELECT t.{key}, avg(CAST(t.v AS DOUBLE) - CAST(s.v AS DOUBLE)), count(*), max(s.v) FROM {from} \
+             WHERE s.v IS NOT NULL GROUP BY t.{key}"
+        );
+        let (on_rows, off_rows, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+        crate::common::assert_same(on_rows, off_rows, &format!("case {k}: {sql}"));
+        assert!(
+            plan.contains("TetAggregateExec") && !plan.contains("HashJoinExec"),
+            "case {k}: {sql}\n{plan}"
+        );
+        // A self-join reads the dataset twice over, and equals it.
+        let sql = format!(
+            "SELECT count(*), sum(CAST(a.v AS DOUBLE) - CAST(b.v AS DOUBLE)) FROM tet('{p}', '{n}') a \
+             JOIN tet('{p}', '{n}') b ON {}",
+            axes.iter()
+                .map(|x| format!("a.{x} = b.{x}"))
+                .collect::<Vec<_>>()
+                .join(" AND "),
+            p = case.path,
+            n = names[0]
+        );
+        let (on_rows, off_rows, _) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+        crate::common::assert_same(on_rows, off_rows, &format!("case {k}: {sql}"));
+        // Joins on some axes, outer joins: DataFusion's plan.
+        if axes.len() > 1 {
+            let sql = format!(
+                "SELECT count(*) FROM tet('{p}', '{}') t JOIN tet('{p}', '{}') s ON t.{a} = s.{a}",
+                names[0],
+                names[1],
+                p = case.path,
+                a = axes[0]
+            );
+            let (on_rows, off_rows, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+            assert_eq!(on_rows, off_rows, "case {k}: {sql}");
+            assert!(plan.contains("HashJoinExec"), "case {k}: {sql}\n{plan}");
+        }
+        let sql = format!("SELECT count(*) FROM {}", from.replace(" JOIN ", " LEFT JOIN "));
+        let (_, _, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+        assert!(
+            plan.contains("HashJoinExec") || plan.contains("NestedLoop"),
+            "case {k}: {sql}\n{plan}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_on_one_grid_join_as_one_scan() {
+    let dir = tempdir();
+    let ctx = session(2);
+    let (t, lat, lon) = (6u64, 5u64, 8u64);
+    let cells = (t * lat * lon) as usize;
+    let lat_values: Vec<f64> = (0..lat).map(|i| 60.0 - 30.0 * i as f64).collect();
+    let write = |file: &str, data: &[u8], dtype: DType, chunk: &[u64], lats: &[f64], attrs: &[(&str, &str)]| {
+        let name = &file[..file.find('_').unwrap_or(file.len())];
+        let path = dir.path().join(format!("{file}.tet"));
+        let mut w = TetWriter::new();
+        let mut spec = DatasetSpec::new(name, dtype, &[t, lat, lon], chunk, data).dim_names(&["time", "lat", "lon"]);
+        for (k, v) in attrs {
+            spec = spec.attr(k, v);
+        }
+        w.dataset(spec).unwrap();
+        let lat_bytes: Vec<u8> = lats.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.dataset(DatasetSpec::new("lat", DType::F64, &[lat], &[lat], &lat_bytes).dim_names(&["lat"]))
+            .unwrap();
+        w.write_path(&path).unwrap();
+        path.display().to_string()
+    };
+    let tas: Vec<f32> = (0..cells).map(|i| 250.0 + (i % 37) as f32).collect();
+    let pr: Vec<i16> = (0..cells)
+        .map(|i| if i % 11 == 0 { -1 } else { (i % 23) as i16 })
+        .collect();
+    let tas_b: Vec<u8> = tas.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let pr_b: Vec<u8> = pr.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let f_tas = write("tas", &tas_b, DType::F32, &[2, 5, 8], &lat_values, &[]);
+    let f_pr = write(
+        "pr",
+        &pr_b,
+        DType::I16,
+        &[3, 2, 3],
+        &lat_values,
+        &[("_FillValue", "-1"), ("scale_factor", "0.5"), ("add_offset", "1")],
+    );
+    let other_lats: Vec<f64> = lat_values.iter().map(|v| v + 0.5).collect();
+    let f_shifted = write("pr_shifted", &pr_b, DType::I16, &[3, 2, 3], &other_lats, &[]);
+    let join = |right: &str| {
+        format!(
+            "FROM tet('{f_tas}', 'tas') a JOIN tet('{right}', 'pr') b ON a.time = b.time AND a.lat = b.lat AND a.lon = b.lon"
+        )
+    };
+    // Packed, filled precipitation beside temperature, in two files on one grid.
+    let sql = format!(
+        "SELECT a.lat, avg(a.v), sum(b.v * cos(radians(a.lat))), count(b.v) {} GROUP BY a.lat",
+        join(&f_pr)
+    );
+    let (on_rows, off_rows, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+    crate::common::assert_same(on_rows.clone(), off_rows, &sql);
+    assert!(
+        !plan.contains("HashJoinExec") && plan.contains("TetAggregateExec"),
+        "{plan}"
+    );
+    // Brute force.
+    let mut want = Vec::new();
+    for (la, &lat_value) in lat_values.iter().enumerate() {
+        let (mut s, mut w, mut n) = (0.0f64, 0.0f64, 0i128);
+        for ti in 0..t as usize {
+            for lo in 0..lon as usize {
+                let i = (ti * lat as usize + la) * lon as usize + lo;
+                s += tas[i] as f64;
+                if pr[i] != -1 {
+                    w += (pr[i] as f64 * 0.5 + 1.0) * lat_value.to_radians().cos();
+                    n += 1;
+                }
+            }
+        }
+        want.push(vec![
+            Val::Float(lat_value),
+            Val::Float(s / (t * lon) as f64),
+            Val::Float(w),
+            Val::Int(n),
+        ]);
+    }
+    crate::common::assert_same(on_rows, want, &sql);
+    // Axis values that differ: a hash join, as before.
+    let sql = format!("SELECT count(*) {}", join(&f_shifted));
+    let (on_rows, _, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+    assert_eq!(on_rows, vec![vec![Val::Int(0)]]);
+    assert!(plan.contains("HashJoinExec"), "{plan}");
+}
