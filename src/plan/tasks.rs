@@ -538,6 +538,81 @@ mod tests {
         }
     }
 
+    /// Global coordinates of the cells of `t` (a task of a dataset with `chunk_shape`), in
+    /// the task's order.
+    fn global_cells(t: &ChunkTask, chunk_shape: &[u64]) -> Vec<Vec<u64>> {
+        let start = t.tile_start(chunk_shape);
+        cells_of(t)
+            .into_iter()
+            .map(|c| c.iter().zip(&start).map(|(a, b)| a + b).collect())
+            .collect()
+    }
+
+    #[test]
+    fn aligned_tasks_hold_every_selected_cell_once_in_each_dataset() {
+        let shapes = [vec![3u64, 4, 2], vec![4, 3, 2], vec![5, 7, 1], vec![3, 4, 2]];
+        let recs: Vec<DatasetRecord> = shapes
+            .iter()
+            .map(|c| DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7, 3], c.clone()).unwrap())
+            .collect();
+        let sel = vec![
+            AxisSelection::from_sorted_ranges(10, [(0, 2), (3, 9)]),
+            AxisSelection::from_sorted_ranges(7, [(1, 7)]),
+            AxisSelection::all(3),
+        ];
+        for take in [&[0usize, 1, 2][..], &[0, 3], &[2, 0], &[1]] {
+            let rs: Vec<&DatasetRecord> = take.iter().map(|&i| &recs[i]).collect();
+            let tasks = aligned_tasks(&rs, &sel);
+            let mut all: Vec<Vec<u64>> = Vec::new();
+            let mut ids = std::collections::HashSet::new();
+            for t in &tasks {
+                assert!(ids.insert(t.id), "{take:?}: id {} twice", t.id);
+                let cells = global_cells(t, &rs[0].chunk_shape);
+                assert_eq!(cells.len() as u64, t.cells);
+                // Every dataset's part holds the same cells, in order, inside its tile.
+                for (k, r) in rs.iter().enumerate() {
+                    let p = t.part(k);
+                    assert_eq!(p.linear, t.chunk_of(k));
+                    assert_eq!(p.coords, r.chunk_coords(p.linear));
+                    assert_eq!(p.tile_extent, r.tile_box(&p.coords).1);
+                    for (d, ranges) in p.local.iter().enumerate() {
+                        assert!(
+                            ranges.iter().all(|&(a, b)| a < b && b <= p.tile_extent[d]),
+                            "{take:?} {p:?}"
+                        );
+                    }
+                    assert_eq!(global_cells(&p, &r.chunk_shape), cells, "{take:?} part {k}");
+                }
+                all.extend(cells);
+            }
+            let mut want = Vec::new();
+            for i in sel[0].positions() {
+                for j in sel[1].positions() {
+                    for k in sel[2].positions() {
+                        want.push(vec![i, j, k]);
+                    }
+                }
+            }
+            all.sort();
+            assert_eq!(all, want, "{take:?}");
+            // Same grids: one task per chunk, ids the chunk ids.
+            if rs.iter().all(|r| r.chunk_shape == rs[0].chunk_shape) {
+                assert_eq!(tasks, {
+                    let mut t = chunk_tasks(rs[0], &sel);
+                    for (x, y) in t.iter_mut().zip(&tasks) {
+                        x.parts = y.parts.clone();
+                    }
+                    t
+                });
+            }
+            let ids: Vec<Vec<u64>> = vec![tasks.iter().rev().map(|t| t.id).collect()];
+            let mut back = tasks_by_id(&rs, &sel, &ids).unwrap().remove(0);
+            back.reverse();
+            assert_eq!(back, tasks);
+            assert!(grid_count(&rs) >= tasks.len() as u64);
+        }
+    }
+
     #[test]
     fn tasks_rebuilt_from_ids_equal_the_planned_ones() {
         let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7], vec![3, 4]).unwrap();

@@ -544,6 +544,46 @@ async fn a_cluster_of_processes_equals_local_execution() {
     // The pushdown runs in the executors' stages.
     let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &from)).await;
     assert!(explain.contains("TetAggregateExec"), "{explain}");
+
+    // Tables of several datasets (chunk grids that differ), and joins on every axis
+    // planned as one of them, in the executors' stages.
+    for k in 0..3 {
+        let case = crate::multi::MultiCase::generate(&mut rng, dir.path(), 10 + k);
+        let names = case.names();
+        let axes: Vec<&str> = case.axes.iter().map(|a| a.0.as_str()).collect();
+        let key = axes[0];
+        let on: Vec<String> = axes.iter().map(|a| format!("t.{a} = s.{a}")).collect();
+        let join = format!(
+            "tet('{p}', '{}') t JOIN tet('{p}', '{}') s ON {}",
+            names[0],
+            names[1],
+            on.join(" AND "),
+            p = case.path
+        );
+        let (x, y) = (
+            format!("CAST({} AS DOUBLE)", names[0]),
+            format!("CAST({} AS DOUBLE)", names[1]),
+        );
+        for sql in [
+            format!("SELECT * FROM {}", case.from()),
+            format!(
+                "SELECT {key}, avg({x} - {y}), corr({x}, {y}), count(*) FROM {} GROUP BY {key}",
+                case.from()
+            ),
+            format!("SELECT t.{key}, max(t.v), sum(CAST(s.v AS DOUBLE)) FROM {join} GROUP BY t.{key}"),
+        ] {
+            assert_same(rows(&client, &sql).await, rows(&local, &sql).await, &sql);
+        }
+        let explain = distributed_plan(
+            &client,
+            &format!("SELECT t.{key}, max(t.v), sum(CAST(s.v AS DOUBLE)) FROM {join} GROUP BY t.{key}"),
+        )
+        .await;
+        assert!(
+            explain.contains("TetAggregateExec") && !explain.contains("HashJoinExec"),
+            "{explain}"
+        );
+    }
     // Both executors ran tasks.
     for (i, e) in cluster.executors.iter().enumerate() {
         assert!(

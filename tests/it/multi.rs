@@ -31,15 +31,15 @@ impl Var {
 }
 
 /// A file of 2–3 datasets of one shape and the same random axis labels.
-struct MultiCase {
-    path: String,
+pub struct MultiCase {
+    pub path: String,
     shape: Vec<u64>,
-    axes: Vec<(String, Vec<Val>)>,
+    pub axes: Vec<(String, Vec<Val>)>,
     vars: Vec<Var>,
 }
 
 impl MultiCase {
-    fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> MultiCase {
+    pub fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> MultiCase {
         let ndim = rng.range(1, 5) as usize;
         let (shape, _) = random_geometry(rng, ndim, 2500);
         let cells: u64 = shape.iter().product();
@@ -139,11 +139,11 @@ impl MultiCase {
         (out, chunks.len())
     }
 
-    fn names(&self) -> Vec<String> {
+    pub fn names(&self) -> Vec<String> {
         self.vars.iter().map(|v| v.name.clone()).collect()
     }
 
-    fn from(&self) -> String {
+    pub fn from(&self) -> String {
         let quoted: Vec<String> = self.names().iter().map(|n| format!("'{n}'")).collect();
         format!("tet('{}', {})", self.path, quoted.join(", "))
     }
