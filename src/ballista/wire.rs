@@ -377,7 +377,7 @@ fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> 
                 ValueColumn::new(source, id, &v.name)
             })
             .collect::<Result<Vec<_>>>()?;
-        Arc::new(TableModel::zip(&[TableModel::clone(&table)], values)?)
+        Arc::new(table.with_values(values)?)
     };
     Ok(table.with_nan_is_null(f.nan_is_null).with_limits(limits))
 }

@@ -247,20 +247,20 @@ impl TableModel {
                 ValueColumn::new(self.source.clone(), id, n)
             })
             .collect::<Result<Vec<_>>>()?;
-        Self::zip(&[self], values)
+        self.with_values(values)
     }
 
-    /// The value columns of several tables side by side on the axes of the first: each
-    /// table's value columns renamed as `values` says (one per value column, in order).
-    /// The tables must share shape and dimension names; their axis values are not
-    /// compared here (a caller joining tables checks them, see [`TableModel::same_axes`]).
-    pub fn zip(tables: &[TableModel], values: Vec<ValueColumn>) -> Result<Self> {
-        let Some(first) = tables.first() else {
-            return plan_err!("a table needs at least one dataset");
-        };
-        let mut t = Self::assemble(first.source.clone(), first.dataset, first.axes.clone(), values)?;
-        t.nan_is_null = first.nan_is_null;
-        t.limits = first.limits;
+    /// The table of `values` (datasets of this table's shape and dimension names, of any
+    /// files) on this table's axes, with its session settings. The values' own axes are
+    /// not compared here (a caller joining tables checks them, see
+    /// [`TableModel::same_axes`]).
+    pub fn with_values(&self, values: Vec<ValueColumn>) -> Result<Self> {
+        if values.is_empty() {
+            return plan_err!("{}: a table needs at least one dataset", self.source.location);
+        }
+        let mut t = Self::assemble(self.source.clone(), self.dataset, self.axes.clone(), values)?;
+        t.nan_is_null = self.nan_is_null;
+        t.limits = self.limits;
         Ok(t.with_missing_rule())
     }
 

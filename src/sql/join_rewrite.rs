@@ -231,7 +231,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     };
     let (lnames, rnames) = (names_of(&lt.values, &lvalues), names_of(&rt.values, &rvalues));
     let values: Vec<ValueColumn> = lvalues.into_iter().chain(rvalues).collect();
-    let Ok(table) = TableModel::zip(&[TableModel::clone(lt)], values) else {
+    let Ok(table) = lt.with_values(values) else {
         return Ok(None);
     };
     let table = Arc::new(table);
