@@ -36,6 +36,8 @@ pub struct MultiCase {
     shape: Vec<u64>,
     pub axes: Vec<(String, Vec<Val>)>,
     vars: Vec<Var>,
+    /// The same datasets written one per file (each with the same axes).
+    pub files: Vec<String>,
 }
 
 impl MultiCase {
@@ -65,6 +67,8 @@ impl MultiCase {
             })
             .collect();
         let mut w = TetWriter::new();
+        let zone_maps = rng.below(3) > 0;
+        let mut files = Vec::new();
         let mut axes = Vec::new();
         let mut labelled: Vec<bool> = Vec::new();
         for (i, var) in vars.iter().enumerate() {
@@ -96,9 +100,15 @@ impl MultiCase {
                     axes.push((name.clone(), values));
                 }
             }
+            let mut own = TetWriter::new();
+            own.dataset(spec.clone()).unwrap();
+            own.zone_maps(zone_maps);
+            let file = dir.join(format!("multi{k}_{}.tet", var.name));
+            own.write_path(&file).unwrap();
+            files.push(file.display().to_string());
             w.dataset(spec).unwrap();
         }
-        w.zone_maps(rng.below(3) > 0);
+        w.zone_maps(zone_maps);
         let path = dir.join(format!("multi{k}.tet"));
         w.write_path(&path).unwrap();
         MultiCase {
@@ -106,6 +116,7 @@ impl MultiCase {
             shape,
             axes,
             vars,
+            files,
         }
     }
 
@@ -415,12 +426,16 @@ async fn joins_on_every_axis_are_aligned_scans() {
         let names = case.names();
         let axes: Vec<&str> = case.axes.iter().map(|a| a.0.as_str()).collect();
         let on: Vec<String> = axes.iter().map(|a| format!("t.{a} = s.{a}")).collect();
+        // One file, or (odd cases) one file per dataset on the same grid.
+        let (pt, ps) = match k % 2 {
+            0 => (&case.path, &case.path),
+            _ => (&case.files[0], &case.files[1]),
+        };
         let from = format!(
-            "tet('{p}', '{}') t JOIN tet('{p}', '{}') s ON {}",
+            "tet('{pt}', '{}') t JOIN tet('{ps}', '{}') s ON {}",
             names[0],
             names[1],
             on.join(" AND "),
-            p = case.path
         );
         let (pred, lo, hi) = case.slice(&mut rng, 0);
         let pred_s = pred.replacen(axes[0], &format!("s.{}", axes[0]), 1);
