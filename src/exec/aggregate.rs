@@ -329,7 +329,8 @@ impl FoldPlan {
     }
 }
 
-/// Grouped aggregation over the selected chunks of one dataset.
+/// Grouped aggregation over the selected chunks of a table (one dataset, or several on
+/// one grid).
 #[derive(Debug)]
 pub struct TetAggregateExec {
     table: Arc<TableModel>,
@@ -449,11 +450,12 @@ impl DisplayAs for TetAggregateExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "TetAggregateExec: file={location}, dataset={}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}",
-                self.table.dataset().name(),
+                "TetAggregateExec: file={location}, {}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}",
+                self.table.datasets_text(),
             ),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "file={location}")?;
+                writeln!(f, "{}", self.table.datasets_text())?;
                 writeln!(f, "group_by=[{g}]")?;
                 writeln!(f, "aggr=[{a}]")?;
                 writeln!(f, "chunks={chunks}/{total}")

@@ -123,26 +123,6 @@ impl TetScanExec {
         self.limit
     }
 
-    /// `dataset=temp`, or for a table of several, `datasets=[t2m, sst]` (each with its file
-    /// when that is not the first's).
-    fn datasets_text(&self) -> String {
-        let table = &self.table;
-        if !table.is_multi() {
-            return format!("dataset={}", table.dataset().name());
-        }
-        let names: Vec<String> = table
-            .values
-            .iter()
-            .map(
-                |v| match Arc::ptr_eq(&v.source, &table.source) || v.source.location == table.source.location {
-                    true => v.dataset().name().to_owned(),
-                    false => v.describe(),
-                },
-            )
-            .collect();
-        format!("datasets=[{}]", names.join(", "))
-    }
-
     /// Per-axis selections that are not the whole axis, e.g. `time: 1/100`.
     fn selection_text(&self) -> Vec<String> {
         self.table
@@ -160,7 +140,7 @@ impl TetScanExec {
         let mut s = format!(
             "file={}, {}, projection=[{}], chunks={}/{}",
             self.table.source.location,
-            self.datasets_text(),
+            self.table.datasets_text(),
             cols.join(", "),
             self.feed.len(),
             pruning.chunks_total
@@ -185,7 +165,7 @@ impl DisplayAs for TetScanExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(f, "TetScanExec: {}", self.describe()),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "file={}", self.table.source.location)?;
-                writeln!(f, "{}", self.datasets_text())?;
+                writeln!(f, "{}", self.table.datasets_text())?;
                 writeln!(
                     f,
                     "chunks={}/{}",

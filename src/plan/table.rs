@@ -264,6 +264,23 @@ impl TableModel {
         Ok(t.with_missing_rule())
     }
 
+    /// `dataset=temp`, or for a table of several, `datasets=[t2m, sst]` (each with its file
+    /// when that is not the first's): what plans display.
+    pub fn datasets_text(&self) -> String {
+        if !self.is_multi() {
+            return format!("dataset={}", self.dataset().name());
+        }
+        let names: Vec<String> = self
+            .values
+            .iter()
+            .map(|v| match v.source.location == self.source.location {
+                true => v.dataset().name().to_owned(),
+                false => v.describe(),
+            })
+            .collect();
+        format!("datasets=[{}]", names.join(", "))
+    }
+
     /// Whether `other` has the same axis columns (names, types and values) as this table.
     pub fn same_axes(&self, other: &TableModel) -> bool {
         self.axes.len() == other.axes.len() && self.axes.iter().zip(&other.axes).all(|(a, b)| a.same_as(b))
