@@ -2,7 +2,7 @@
 //! survives Ballista (whose adaptive planner drops custom physical rules).
 //!
 //! ```text
-//! Aggregate(group: keys, aggr: count/sum/avg/min/max/var*/stddev*(input) [FILTER (WHERE p)])
+//! Aggregate(group: keys, aggr: count/sum/avg/min/max/var*/stddev*(input), corr/covar*(x, y) [FILTER (WHERE p)])
 //!   [Projection(expressions of the columns)]
 //!     [Filter(conditions involving v)]
 //!       TableScan(TetTableProvider, exact axis filters)
@@ -19,7 +19,9 @@
 //! are expressions of `v` and the axes. `TetAggregateExec` emits, per partition, one row
 //! of partial states per group it touched; the merge aggregate combines partitions and
 //! groups whose keys are equal. Partial variance states are (count, mean, M2), merged by
-//! the `tet_*` UDAFs.
+//! the `tet_*` UDAFs; `corr`/`covar_*` states are co-moments, merged by `tet_corr` and
+//! `tet_covar_*`. Over a table of several datasets, every input is an expression of its
+//! value columns and axes, evaluated over the aligned tiles.
 
 use super::merge::{CoMomentKind, FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;

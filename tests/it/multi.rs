@@ -408,6 +408,13 @@ async fn folds_over_several_datasets_equal_datafusions_aggregate() {
                  covar_samp({x} * 2.0, {y}) FILTER (WHERE {y} > 0) FROM {from} GROUP BY {key}"
             ),
             format!("SELECT corr({x}, {y}), covar_pop({y}, {x} - {y}) FROM {from} WHERE {pred}"),
+            // Functions of two inputs over one dataset's table, too.
+            format!(
+                "SELECT {key}, corr(v, CAST({last} AS DOUBLE)), covar_samp(v * 2.0, v) FROM tet('{p}', '{b}') \
+                 WHERE v IS NOT NULL GROUP BY {key}",
+                last = case.axes[case.axes.len() - 1].0,
+                p = case.path
+            ),
         ] {
             let (on, off, plan) = on_and_off(&ctx, "tet.aggregate_pushdown", &sql).await;
             crate::common::assert_same(on, off, &format!("case {k}: {sql}"));
