@@ -543,11 +543,12 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
             inputs.len()
         ));
     };
+    let chunks_total = grid_count(&records);
     let access = AccessPlan {
         pruning: PruningCounts {
-            chunks_total: grid_count(&records),
-            pruned_by_axes: n.pruned_by_axes.min(grid_count(&records)),
-            pruned_by_zone: n.pruned_by_zone.min(grid_count(&records)),
+            chunks_total,
+            pruned_by_axes: n.pruned_by_axes.min(chunks_total),
+            pruned_by_zone: n.pruned_by_zone.min(chunks_total),
         },
         selection,
         tasks,

@@ -238,66 +238,40 @@ impl Iterator for Slabs {
     }
 }
 
-/// Per axis: the chunk indices along it that hold a selected position, each with the
-/// selected ranges local to that chunk.
-fn per_axis(sel: &AxisSelection, chunk: u64, extent: u64) -> Vec<(u64, Vec<(u64, u64)>)> {
-    let mut out: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
+/// The chunks of `rec` that intersect the selection, in row-major chunk order (the tasks
+/// of a table of one dataset: [`aligned_tasks`] of `rec` alone).
+pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
+    aligned_tasks(&[rec], sel)
+}
+
+/// A stretch of one axis inside one chunk of every dataset: the chunk index in each, and
+/// the selected global ranges.
+type Piece = (Vec<u64>, Vec<(u64, u64)>);
+
+/// The selection of axis `d` cut at every chunk boundary of any of `recs`: pieces in the
+/// same chunk of every dataset merged, in order.
+fn pieces(recs: &[&DatasetRecord], sel: &AxisSelection, d: usize) -> Vec<Piece> {
+    let extent = recs[0].shape[d];
+    let mut out: Vec<Piece> = Vec::new();
     for &(lo, hi) in sel.ranges() {
         let mut p = lo;
         while p < hi {
-            let k = p / chunk;
+            let keys: Vec<u64> = recs.iter().map(|r| p / r.chunk_shape[d]).collect();
             // (k + 1) · chunk may pass 2^64 on the last chunk of a long axis.
-            let end = (k * chunk).saturating_add(chunk).min(hi).min(extent);
-            let local = (p - k * chunk, end - k * chunk);
+            let end = recs
+                .iter()
+                .zip(&keys)
+                .map(|(r, k)| (k * r.chunk_shape[d]).saturating_add(r.chunk_shape[d]))
+                .fold(hi.min(extent), u64::min);
             match out.last_mut() {
-                Some((last, ranges)) if *last == k => ranges.push(local),
-                _ => out.push((k, vec![local])),
+                Some((last, ranges)) if *last == keys => ranges.push((p, end)),
+                _ => out.push((keys, vec![(p, end)])),
             }
             p = end;
         }
     }
     out
 }
-
-/// The chunks of `rec` that intersect the selection, in row-major chunk order.
-pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
-    let n = rec.ndim();
-    let axes: Vec<_> = (0..n)
-        .map(|d| per_axis(&sel[d], rec.chunk_shape[d], rec.shape[d]))
-        .collect();
-    if axes.iter().any(|a| a.is_empty()) {
-        return vec![];
-    }
-    let extents: Vec<usize> = axes.iter().map(Vec::len).collect();
-    let mut out = Vec::new();
-    let mut idx = vec![0usize; n];
-    loop {
-        let coords: Vec<u64> = (0..n).map(|d| axes[d][idx[d]].0).collect();
-        let local: Vec<Vec<(u64, u64)>> = (0..n).map(|d| axes[d][idx[d]].1.clone()).collect();
-        let cells = local
-            .iter()
-            .map(|r| r.iter().map(|(a, b)| b - a).sum::<u64>())
-            .product();
-        let tile_extent = rec.tile_box(&coords).1;
-        let linear = rec.linear_chunk_id(&coords);
-        out.push(ChunkTask {
-            id: linear,
-            linear,
-            coords,
-            local,
-            tile_extent,
-            cells,
-            parts: vec![],
-        });
-        if !odometer_next(&mut idx, &extents) {
-            return out;
-        }
-    }
-}
-
-/// A stretch of one axis inside one chunk of every dataset: the chunk index in each, and
-/// the selected global ranges.
-type Piece = (Vec<u64>, Vec<(u64, u64)>);
 
 /// The tasks of a table of the datasets `recs` (one or more, of one shape) under `sel`:
 /// one task per chunk when every dataset has the first's chunk shape (task id = chunk
@@ -310,45 +284,8 @@ pub fn aligned_tasks(recs: &[&DatasetRecord], sel: &[AxisSelection]) -> Vec<Chun
         return vec![];
     };
     let n = first.ndim();
-    if recs.iter().all(|r| r.chunk_shape == first.chunk_shape) {
-        let mut tasks = chunk_tasks(first, sel);
-        for t in &mut tasks {
-            t.parts = recs[1..]
-                .iter()
-                .map(|r| TilePart {
-                    linear: r.linear_chunk_id(&t.coords),
-                    coords: t.coords.clone(),
-                    tile_extent: t.tile_extent.clone(),
-                    shift: vec![0; n],
-                })
-                .collect();
-        }
-        return tasks;
-    }
-    // Per axis: the pieces of the selection between consecutive boundaries of any grid,
-    // each with its chunk index in every dataset (pieces in the same chunks merged).
-    let axes: Vec<Vec<Piece>> = (0..n)
-        .map(|d| {
-            let mut out: Vec<Piece> = Vec::new();
-            for &(lo, hi) in sel[d].ranges() {
-                let mut p = lo;
-                while p < hi {
-                    let keys: Vec<u64> = recs.iter().map(|r| p / r.chunk_shape[d]).collect();
-                    let end = recs
-                        .iter()
-                        .zip(&keys)
-                        .map(|(r, k)| (k * r.chunk_shape[d]).saturating_add(r.chunk_shape[d]))
-                        .fold(hi.min(first.shape[d]), u64::min);
-                    match out.last_mut() {
-                        Some((last, ranges)) if *last == keys => ranges.push((p, end)),
-                        _ => out.push((keys, vec![(p, end)])),
-                    }
-                    p = end;
-                }
-            }
-            out
-        })
-        .collect();
+    let same_grid = recs.iter().all(|r| r.chunk_shape == first.chunk_shape);
+    let axes: Vec<Vec<Piece>> = (0..n).map(|d| pieces(recs, &sel[d], d)).collect();
     if axes.iter().any(|a| a.is_empty()) {
         return vec![];
     }
@@ -382,18 +319,23 @@ pub fn aligned_tasks(recs: &[&DatasetRecord], sel: &[AxisSelection]) -> Vec<Chun
                 }
             })
             .collect();
-        // The cell's origin: the latest chunk start of any dataset, per axis.
-        let id = (0..n).fold(0u64, |acc, d| {
-            let origin = recs
-                .iter()
-                .enumerate()
-                .map(|(i, r)| piece(d).0[i] * r.chunk_shape[d])
-                .max();
-            acc.wrapping_mul(first.shape[d]).wrapping_add(origin.unwrap_or(0))
-        });
+        let linear = first.linear_chunk_id(&coords);
+        // Where the grids differ: the cell's origin, the latest chunk start of any
+        // dataset, per axis.
+        let id = match same_grid {
+            true => linear,
+            false => (0..n).fold(0u64, |acc, d| {
+                let origin = recs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| piece(d).0[i] * r.chunk_shape[d])
+                    .max();
+                acc.wrapping_mul(first.shape[d]).wrapping_add(origin.unwrap_or(0))
+            }),
+        };
         out.push(ChunkTask {
             id,
-            linear: first.linear_chunk_id(&coords),
+            linear,
             coords,
             local,
             tile_extent,
@@ -595,15 +537,18 @@ mod tests {
             }
             all.sort();
             assert_eq!(all, want, "{take:?}");
-            // Same grids: one task per chunk, ids the chunk ids.
+            // Same grids: one task per chunk, ids the chunk ids, every part that chunk.
             if rs.iter().all(|r| r.chunk_shape == rs[0].chunk_shape) {
-                assert_eq!(tasks, {
-                    let mut t = chunk_tasks(rs[0], &sel);
-                    for (x, y) in t.iter_mut().zip(&tasks) {
-                        x.parts = y.parts.clone();
-                    }
-                    t
-                });
+                let chunks: std::collections::HashSet<Vec<u64>> = tasks.iter().map(|t| t.coords.clone()).collect();
+                assert_eq!(chunks.len(), tasks.len());
+                for t in &tasks {
+                    assert_eq!(t.id, t.linear);
+                    assert!(
+                        t.parts
+                            .iter()
+                            .all(|p| p.coords == t.coords && p.shift.iter().all(|&x| x == 0))
+                    );
+                }
             }
             let ids: Vec<Vec<u64>> = vec![tasks.iter().rev().map(|t| t.id).collect()];
             let mut back = tasks_by_id(&rs, &sel, &ids).unwrap().remove(0);

@@ -1,6 +1,6 @@
 //! Shared test helpers: deterministic random arrays, temp files, the shared fixtures.
 
-use datafusion_tet::format::DType;
+use datafusion_tet::format::{ChunkCodecs, Codec, DType};
 use half::f16;
 use std::path::PathBuf;
 
@@ -58,6 +58,15 @@ pub fn random_geometry(rng: &mut Rng, ndim: usize, max_cells: u64) -> (Vec<u64>,
         let chunk: Vec<u64> = shape.iter().map(|&s| rng.range(1, s + 1)).collect();
         return (shape, chunk);
     }
+}
+
+/// Raw or zstd, at random, for each of `chunks` chunks.
+pub fn random_codecs(rng: &mut Rng, chunks: u64) -> ChunkCodecs {
+    ChunkCodecs::PerChunk(
+        (0..chunks)
+            .map(|_| if rng.below(2) == 0 { Codec::Raw } else { Codec::Zstd })
+            .collect(),
+    )
 }
 
 /// The upstream fixtures folder, or `None` with a printed notice.

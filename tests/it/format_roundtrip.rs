@@ -1,6 +1,6 @@
 //! Property tests: random files written by our writer read back cell for cell.
 
-use crate::common::{Rng, random_geometry, random_values};
+use crate::common::{Rng, random_codecs, random_geometry, random_values};
 use datafusion_tet::format::{
     ChunkCodecs, Codec, DType, DatasetSpec, ExecutionSettings, HistoryEvent, Scalar, TetFile, TetWriter,
 };
@@ -30,11 +30,7 @@ impl RandomDataset {
         let codecs = match rng.below(3) {
             0 => ChunkCodecs::Raw,
             1 => ChunkCodecs::Zstd(rng.range(1, 5) as i32),
-            _ => ChunkCodecs::PerChunk(
-                (0..chunks)
-                    .map(|_| if rng.below(2) == 0 { Codec::Raw } else { Codec::Zstd })
-                    .collect(),
-            ),
+            _ => random_codecs(rng, chunks),
         };
         let dims = (rng.below(3) > 0).then(|| (0..ndim).map(|d| format!("{name}_ax{d}")).collect::<Vec<_>>());
         let mut labels = Vec::new();

@@ -3,9 +3,11 @@
 //! read whole, sliced and value-filtered, against a brute-force walk over the arrays
 //! written; and the errors of datasets that do not fit together.
 
-use crate::common::{Rng, Val, ctx, random_geometry, rows, rows_and_scan_metrics, small_values, sorted, tempdir};
+use crate::common::{
+    Rng, Val, ctx, random_codecs, random_geometry, rows, rows_and_scan_metrics, small_values, sorted, tempdir,
+};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
+use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
 use std::collections::HashSet;
 
 /// One dataset as written.
@@ -73,11 +75,7 @@ impl MultiCase {
         let mut labelled: Vec<bool> = Vec::new();
         for (i, var) in vars.iter().enumerate() {
             let chunks: u64 = shape.iter().zip(&var.chunk).map(|(s, c)| s.div_ceil(*c)).product();
-            let codecs = ChunkCodecs::PerChunk(
-                (0..chunks)
-                    .map(|_| if rng.below(2) == 0 { Codec::Raw } else { Codec::Zstd })
-                    .collect(),
-            );
+            let codecs = random_codecs(rng, chunks);
             let mut spec = DatasetSpec::new(&var.name, var.dtype, &shape, &var.chunk, &var.data)
                 .codecs(codecs)
                 .dim_names(&dims);

@@ -2,8 +2,10 @@
 //! zstd, labels, fill values) queried with random axis predicates, against a brute-force
 //! walk over the array written.
 
-use crate::common::{Rng, Val, ctx, random_geometry, rows, rows_and_scan_metrics, small_values, sorted, tempdir};
-use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
+use crate::common::{
+    Rng, Val, ctx, random_codecs, random_geometry, rows, rows_and_scan_metrics, small_values, sorted, tempdir,
+};
+use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
 
 /// An axis as the oracle sees it: the value at each position.
 /// The oracle's test of one axis value.
@@ -47,11 +49,7 @@ impl Case {
         let cells: u64 = shape.iter().product();
         let data = small_values(rng, dtype, cells as usize);
         let chunks: u64 = shape.iter().zip(&chunk).map(|(s, c)| s.div_ceil(*c)).product();
-        let codecs = ChunkCodecs::PerChunk(
-            (0..chunks)
-                .map(|_| if rng.below(2) == 0 { Codec::Raw } else { Codec::Zstd })
-                .collect(),
-        );
+        let codecs = random_codecs(rng, chunks);
         let names: Vec<String> = (0..ndim).map(|d| format!("a{d}")).collect();
         let mut spec = DatasetSpec::new("t", dtype, &shape, &chunk, &data)
             .codecs(codecs)
