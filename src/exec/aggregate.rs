@@ -13,6 +13,7 @@
 //! cells ([`TileExprs`]) and folded from the resulting arrays.
 
 use super::ChunkFeed;
+use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_dot, fold_elementwise,
@@ -21,9 +22,9 @@ use super::fold::{
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
 use super::payload::{Payload, PayloadMetrics, payload_stream};
-use super::program::{BLOCK, Lane, Program, Scratch, Ty};
+use super::program::{BLOCK, Cells, Lane, Program, Scratch, Ty, convert, weighted_program};
 use super::simd::multiversion;
-use crate::format::{elements, with_dtype};
+use crate::format::{Packing, elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
@@ -46,6 +47,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -101,6 +103,14 @@ enum Source {
     /// Program `program` (index into [`FoldPlan::programs`]) over the stored values kept
     /// by a range of them.
     Program { program: usize, range: Option<KeyRange> },
+    /// Program `program` times weight `weight` (index into [`FoldPlan::weights`]), per
+    /// cell: in f32 when `f32_product` (then widened), else in f64.
+    WeightedProgram {
+        program: usize,
+        weight: usize,
+        f32_product: bool,
+        range: Option<KeyRange>,
+    },
 }
 
 /// One set of accumulators and how to read them.
@@ -134,8 +144,18 @@ struct FoldPlan {
     row_filter: Option<usize>,
     /// The weights of weighted inputs: (axis, expression of it alone).
     weights: Vec<(usize, Expr)>,
-    /// Compiled expressions of `v`.
+    /// Compiled expressions of the value columns.
     programs: Vec<Program>,
+    /// In a table of several datasets, the value columns the programs read (whose
+    /// aligned cells each task gathers); empty otherwise.
+    aligned_columns: Vec<usize>,
+}
+
+impl FoldPlan {
+    /// The pairs of compiled expressions.
+    fn compiled_pairs(&self) -> impl Iterator<Item = &PairInput> {
+        self.pairs.iter().filter(|p| matches!(p, PairInput::Compiled { .. }))
+    }
 }
 
 /// Where an aggregate's statistics are kept.
@@ -145,12 +165,19 @@ enum Slot {
     Pair(usize),
 }
 
-/// Two evaluated inputs folded as co-moments.
+/// Two inputs folded as co-moments.
 #[derive(Debug, Clone, PartialEq)]
-struct PairInput {
-    x: usize,
-    y: usize,
-    filter: Option<usize>,
+enum PairInput {
+    /// Expressions `x`, `y` (indices into `exprs`) over the cells that pass the row
+    /// filter and where expression `filter` is true.
+    Evaluated { x: usize, y: usize, filter: Option<usize> },
+    /// Programs `x`, `y` (indices into `programs`) over the cells kept by the missing
+    /// rules and a range of the stored values.
+    Compiled {
+        x: usize,
+        y: usize,
+        range: Option<KeyRange>,
+    },
 }
 
 impl FoldPlan {
@@ -194,7 +221,17 @@ impl FoldPlan {
                 (a, b) => Some(a.or(b)),
             }
         };
-        // Functions of two inputs fold their pairs as co-moments.
+        // Compiled expressions, shared by the inputs that evaluate them.
+        let mut programs: Vec<Program> = Vec::new();
+        let mut program_index = |p: Program| match programs.iter().position(|x| *x == p) {
+            Some(i) => i,
+            None => {
+                programs.push(p);
+                programs.len() - 1
+            }
+        };
+        // Functions of two inputs fold their pairs as co-moments: of compiled expressions
+        // when both compile (as for one input: without FILTER), else of evaluated ones.
         let mut pairs: Vec<PairInput> = Vec::new();
         let pair_of: Vec<Option<usize>> = aggregation
             .aggs
@@ -203,10 +240,23 @@ impl FoldPlan {
                 let AggInput::Pair(x, y) = &a.input else {
                     return None;
                 };
-                let p = PairInput {
-                    x: expr_index(x.clone()),
-                    y: expr_index(y.clone()),
-                    filter: a.filter.clone().map(&mut expr_index),
+                let compiled = match (&a.filter, combined(&None)) {
+                    (None, Some(range)) => Program::compile(table, x)
+                        .zip(Program::compile(table, y))
+                        .map(|p| (p, range)),
+                    _ => None,
+                };
+                let p = match compiled {
+                    Some(((px, py), range)) => PairInput::Compiled {
+                        x: program_index(px),
+                        y: program_index(py),
+                        range,
+                    },
+                    None => PairInput::Evaluated {
+                        x: expr_index(x.clone()),
+                        y: expr_index(y.clone()),
+                        filter: a.filter.clone().map(&mut expr_index),
+                    },
                 };
                 Some(pairs.iter().position(|q| *q == p).unwrap_or_else(|| {
                     pairs.push(p);
@@ -230,7 +280,13 @@ impl FoldPlan {
         };
         let mut of_agg = Vec::new();
         let mut weights: Vec<(usize, Expr)> = Vec::new();
-        let mut programs: Vec<Program> = Vec::new();
+        let mut weight_index = |axis: usize, e: Expr| match weights.iter().position(|x| *x == (axis, e.clone())) {
+            Some(i) => i,
+            None => {
+                weights.push((axis, e));
+                weights.len() - 1
+            }
+        };
         let packing = table.value().packing.map(Affine::from);
         for (a, pair) in aggregation.aggs.iter().zip(&pair_of) {
             if let Some(j) = pair {
@@ -251,14 +307,22 @@ impl FoldPlan {
                 AggInput::Expr(e) if a.filter.is_none() => Program::compile(table, e),
                 _ => None,
             };
+            // A compiled expression times a weight of one axis (`a * b * cos(radians(lat))`),
+            // when `weighted` (one dataset's `v` times a weight) does not cover it.
+            let weighted_program = match &a.input {
+                AggInput::Expr(e)
+                    if weighted.is_none()
+                        && a.filter.is_none()
+                        && matches!(a.func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count) =>
+                {
+                    weighted_program(table, e)
+                }
+                _ => None,
+            };
             let input = match (plain, weighted, combined(&a.filter)) {
                 (true, _, Some(range)) => stored(range),
                 (false, _, Some(range)) if program.is_some() => {
-                    let p = program.expect("checked");
-                    let program = programs.iter().position(|x| *x == p).unwrap_or_else(|| {
-                        programs.push(p);
-                        programs.len() - 1
-                    });
+                    let program = program_index(program.expect("checked"));
                     Input {
                         source: Source::Program { program, range },
                         needs: Needs::default(),
@@ -267,14 +331,23 @@ impl FoldPlan {
                         packed: false,
                     }
                 }
+                (false, None, Some(range)) if weighted_program.is_some() => {
+                    let (w, p) = weighted_program.expect("checked");
+                    Input {
+                        source: Source::WeightedProgram {
+                            program: program_index(p),
+                            weight: weight_index(w.axis, w.weight),
+                            f32_product: w.f32_product,
+                            range,
+                        },
+                        needs: Needs::default(),
+                        float: true,
+                        unsigned: false,
+                        packed: false,
+                    }
+                }
                 (false, Some(w), Some(range)) => {
-                    let weight = match weights.iter().position(|x| *x == (w.axis, w.weight.clone())) {
-                        Some(i) => i,
-                        None => {
-                            weights.push((w.axis, w.weight));
-                            weights.len() - 1
-                        }
-                    };
+                    let weight = weight_index(w.axis, w.weight);
                     // The stored values are v unpacked.
                     let value = w.value.map(|m| packing.map_or(m, |p| p.then(m)));
                     Input {
@@ -313,10 +386,21 @@ impl FoldPlan {
             });
             of_agg.push(Slot::Input(i));
         }
-        let uses_rows = !pairs.is_empty() || inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
+        let uses_rows = pairs.iter().any(|p| matches!(p, PairInput::Evaluated { .. }))
+            || inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
         let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
         let exprs = TileExprs::new(table, &exprs)?;
+        let aligned_columns = match table.is_multi() {
+            true => programs
+                .iter()
+                .flat_map(|p| p.columns().iter().copied())
+                .collect::<BTreeSet<usize>>()
+                .into_iter()
+                .collect(),
+            false => Vec::new(),
+        };
         Ok(FoldPlan {
+            aligned_columns,
             inputs,
             of_agg,
             pairs,
@@ -571,8 +655,17 @@ impl FoldJob {
             let _compute = metrics.baseline.elapsed_compute().timer();
             let start = task.tile_start(&ds.record.chunk_shape);
             // The kernels over stored values read the one value column of a table of one
-            // dataset; a table of several has only evaluated inputs (and counts of cells).
+            // dataset; compiled expressions over a table of several read the aligned cells
+            // of the columns they name.
             let tile = tiles.first().cloned().flatten().filter(|_| !table.is_multi());
+            let aligned = match self.fold.aligned_columns.is_empty() {
+                true => None,
+                false => Some(AlignedCells::new(table, &task, &tiles, &self.fold.aligned_columns)?),
+            };
+            let cells = match &aligned {
+                Some(a) => TaskCells::Aligned(a),
+                None => TaskCells::Tile(tile.as_ref()),
+            };
             // Expressions: the row filter over every selected cell, the rest over the
             // cells it keeps.
             let (row_mask, kept) = if self.fold.exprs.is_empty() {
@@ -605,12 +698,15 @@ impl FoldJob {
                 .fold
                 .inputs
                 .iter()
-                .filter(|i| !matches!(i.source, Source::Evaluated { .. }));
-            let slab_cells = if direct.count() > 1 && tile.is_some() {
+                .filter(|i| !matches!(i.source, Source::Evaluated { .. }))
+                .count()
+                + self.fold.compiled_pairs().count();
+            let slab_cells = if direct > 1 && (tile.is_some() || aligned.is_some()) {
                 SLAB_CELLS
             } else {
                 u64::MAX
             };
+            let mut cell_base = 0usize;
             for slab in task.slabs(slab_cells) {
                 let slab = &slab;
                 for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
@@ -618,8 +714,26 @@ impl FoldJob {
                     match &input.source {
                         Source::Stored { range } => fold_stored(table, acc, &gi, slab, &start, tile, *range),
                         Source::Program { program, range } => {
-                            let p = &self.fold.programs[*program];
-                            fold_program(table, acc, &gi, slab, &start, tile, p, *range)?
+                            let program = &self.fold.programs[*program];
+                            let mut kernel = ProgramKernel {
+                                acc,
+                                program,
+                                scratch: program.scratch(),
+                                at: vec![0; BLOCK],
+                            };
+                            let columns = program.columns();
+                            walk_cells(
+                                table,
+                                &gi,
+                                slab,
+                                &start,
+                                cells,
+                                cell_base,
+                                columns,
+                                *range,
+                                None,
+                                &mut kernel,
+                            )?
                         }
                         Source::Weighted {
                             weight,
@@ -635,9 +749,68 @@ impl FoldJob {
                             };
                             fold_weighted(table, acc, &gi, slab, &start, tile, w, *range)?
                         }
+                        Source::WeightedProgram {
+                            program,
+                            weight,
+                            f32_product,
+                            range,
+                        } => {
+                            let program = &self.fold.programs[*program];
+                            let axis = self.fold.weights[*weight].0;
+                            let mut kernel = WeightedProgramKernel {
+                                acc,
+                                program,
+                                weights: &weights[*weight],
+                                inner: axis == task.tile_extent.len() - 1,
+                                f32_product: *f32_product,
+                                scratch: program.scratch(),
+                                at: vec![0; BLOCK],
+                                products: vec![0.0; BLOCK],
+                            };
+                            let (columns, split) = (program.columns(), Some(axis));
+                            walk_cells(
+                                table,
+                                &gi,
+                                slab,
+                                &start,
+                                cells,
+                                cell_base,
+                                columns,
+                                *range,
+                                split,
+                                &mut kernel,
+                            )?
+                        }
                         Source::Evaluated { .. } => {}
                     }
                 }
+                for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
+                    if let PairInput::Compiled { x, y, range } = p {
+                        let (x, y) = (&self.fold.programs[*x], &self.fold.programs[*y]);
+                        let columns: Vec<usize> = x.columns().iter().chain(y.columns()).copied().collect();
+                        let mut kernel = PairKernel {
+                            acc,
+                            x,
+                            y,
+                            sx: x.scratch(),
+                            sy: y.scratch(),
+                            at: vec![0; BLOCK],
+                        };
+                        walk_cells(
+                            table,
+                            &gi,
+                            slab,
+                            &start,
+                            cells,
+                            cell_base,
+                            &columns,
+                            *range,
+                            None,
+                            &mut kernel,
+                        )?
+                    }
+                }
+                cell_base += slab.cells as usize;
             }
             // Evaluated inputs index their arrays by the task's cells: the whole task.
             for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
@@ -652,8 +825,11 @@ impl FoldJob {
                 }
             }
             for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
-                let (x, y) = (eval(p.x)?, eval(p.y)?);
-                let filter = p.filter.map(|i| eval(i).and_then(boolean)).transpose()?;
+                let PairInput::Evaluated { x, y, filter } = p else {
+                    continue;
+                };
+                let (x, y) = (eval(*x)?, eval(*y)?);
+                let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
                 let masks = Masks {
                     rows: row_mask.as_ref(),
                     filter: filter.as_ref(),
@@ -1023,101 +1199,317 @@ impl WeightedWalk<'_> {
     }
 }
 
-/// Fold a compiled expression of `v` over one chunk task, block by block: the values
-/// kept by the missing rule and `range`, evaluated, then folded as runs (or per element
-/// into per-position groups).
+/// Where a compiled expression reads a task's cells: a table of one dataset reads the
+/// stored values of its tile, a table of several their aligned cells.
+#[derive(Clone, Copy)]
+enum TaskCells<'a> {
+    Tile(Option<&'a Buffer>),
+    Aligned(&'a AlignedCells),
+}
+
+/// A kernel over the cells of a task, one segment at a time.
+trait CellKernel {
+    /// Fold segment `s`'s cells; true when a square root met a negative kept value.
+    fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool;
+}
+
+/// Walk the segments of `task` (a task, or a slab of one whose first cell is the task's
+/// cell `cell_base`), split at each position of axis `split` if any, with `kernel` over
+/// `cells`: a dataset's stored values kept by its missing rule and `range`, or the
+/// aligned cells of value columns `columns`.
 #[allow(clippy::too_many_arguments)]
-fn fold_program(
+fn walk_cells<K: CellKernel>(
     table: &TableModel,
-    acc: &mut Accumulators,
     gi: &GroupIndex,
     task: &ChunkTask,
     start: &[u64],
-    tile: Option<&Buffer>,
-    program: &Program,
+    cells: TaskCells,
+    cell_base: usize,
+    columns: &[usize],
     range: Option<KeyRange>,
+    split: Option<usize>,
+    kernel: &mut K,
 ) -> Result<()> {
-    let Some(tile) = tile else {
-        return internal_err!("TetAggregateExec: an expression of v without its tile");
-    };
     let mut negative = false;
-    let mut scratch = program.scratch();
-    with_dtype!(table.dataset().dtype(), T => {
-        let keep = Keep {
-            missing: Missing::<T>::of(&table.value().missing),
-            range,
-        };
-        let t = elements::<T>(tile);
-        let mut kept = Kept { values: vec![T::default(); BLOCK], at: vec![0; BLOCK] };
-        walk_segments(gi, task, start, None, |s| {
-            let run = &t[s.tile_offset..s.tile_offset + s.len];
-            let k = &mut kept;
-            negative |= match program.ty() {
-                Ty::F64 => fold_program_run::<T, f64>(acc, &s, run, &keep, program, &mut scratch, k),
-                Ty::F32 => fold_program_run::<T, f32>(acc, &s, run, &keep, program, &mut scratch, k),
+    match cells {
+        TaskCells::Tile(None) => return internal_err!("TetAggregateExec: an expression of v without its tile"),
+        TaskCells::Tile(Some(tile)) => with_dtype!(table.dataset().dtype(), T => {
+            let keep = Keep {
+                missing: Missing::<T>::of(&table.value().missing),
+                range,
             };
-        });
-    });
+            let t = elements::<T>(tile);
+            walk_segments(gi, task, start, split, |s| {
+                let run = StoredRun {
+                    x: &t[s.tile_offset..s.tile_offset + s.len],
+                    packing: table.value().packing,
+                    keep: &keep,
+                };
+                negative |= kernel.segment(&s, &run);
+            });
+        }),
+        TaskCells::Aligned(cells) => {
+            let mut run = cells.run(columns);
+            walk_segments(gi, task, start, split, |s| {
+                run.at(cell_base + s.cell_offset);
+                negative |= kernel.segment(&s, &run);
+            })
+        }
+    }
     if negative {
         return exec_err!("cannot take square root of a negative number");
     }
     Ok(())
 }
 
-/// The kept elements of a block ([`BLOCK`] long): their values and offsets in it.
-struct Kept<T> {
-    values: Vec<T>,
+/// A compiled expression folded into one input's accumulators.
+struct ProgramKernel<'a> {
+    acc: &'a mut Accumulators,
+    program: &'a Program,
+    scratch: Scratch,
     at: Vec<u32>,
 }
 
+impl CellKernel for ProgramKernel<'_> {
+    #[inline(always)]
+    fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
+        let (acc, p, scratch, at) = (&mut *self.acc, self.program, &mut self.scratch, &mut self.at[..]);
+        match p.ty() {
+            Ty::F64 => fold_program_run::<C, f64>(acc, s, cells, p, scratch, at),
+            Ty::F32 => fold_program_run::<C, f32>(acc, s, cells, p, scratch, at),
+        }
+    }
+}
+
+/// Two compiled expressions folded into co-moments.
+struct PairKernel<'a> {
+    acc: &'a mut [CoMoment],
+    x: &'a Program,
+    y: &'a Program,
+    sx: Scratch,
+    sy: Scratch,
+    at: Vec<u32>,
+}
+
+impl CellKernel for PairKernel<'_> {
+    #[inline(always)]
+    fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
+        let (acc, at) = (&mut *self.acc, &mut self.at[..]);
+        let (x, y, sx, sy) = (self.x, self.y, &mut self.sx, &mut self.sy);
+        match (x.ty(), y.ty()) {
+            (Ty::F64, Ty::F64) => fold_pair_run::<C, f64, f64>(acc, s, cells, (x, y), (sx, sy), at),
+            (Ty::F64, Ty::F32) => fold_pair_run::<C, f64, f32>(acc, s, cells, (x, y), (sx, sy), at),
+            (Ty::F32, Ty::F64) => fold_pair_run::<C, f32, f64>(acc, s, cells, (x, y), (sx, sy), at),
+            (Ty::F32, Ty::F32) => fold_pair_run::<C, f32, f32>(acc, s, cells, (x, y), (sx, sy), at),
+        }
+    }
+}
+
+/// A compiled expression times a weight of one axis, folded into one input's
+/// accumulators.
+struct WeightedProgramKernel<'a> {
+    acc: &'a mut Accumulators,
+    program: &'a Program,
+    weights: &'a AxisValues,
+    /// The weight's axis is the innermost one (a weight per cell of a segment, else one
+    /// for the whole segment).
+    inner: bool,
+    f32_product: bool,
+    scratch: Scratch,
+    at: Vec<u32>,
+    products: Vec<f64>,
+}
+
+impl CellKernel for WeightedProgramKernel<'_> {
+    #[inline(always)]
+    fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
+        match self.program.ty() {
+            Ty::F64 => fold_weighted_program_run::<C, f64>(self, s, cells),
+            Ty::F32 => fold_weighted_program_run::<C, f32>(self, s, cells),
+        }
+    }
+}
+
 multiversion! {
-    /// Evaluate `program` (of type `F`) over segment `s`'s stored values `run`, block by
-    /// block, and fold the results of the kept ones; true when a square root met a
-    /// negative kept value.
-    #[allow(clippy::too_many_arguments)]
-    fn fold_program_run[T, F](
+    /// Evaluate `k`'s program (of type `F`) over segment `s`'s kept cells, block by
+    /// block, and fold each result times its weight (a NULL weight: a row without a
+    /// value); true when a square root met a negative kept value.
+    fn fold_weighted_program_run[C, F](k: &mut WeightedProgramKernel<'_>, s: &Segment, cells: &C) -> bool
+    where [C: Cells, F: Lane + Elem] {
+        let WeightedProgramKernel { acc, program, weights, inner, f32_product, scratch, at, products } = k;
+        let (inner, f32_product) = (*inner, *f32_product);
+        let (plain, ranged) = (cells.plain(), cells.ranged());
+        let p0 = (s.pos - weights.first) as usize;
+        let weight_at = |i: usize| {
+            let q = if inner { p0 + i } else { p0 };
+            weights.valid[q].then(|| weights.values[q])
+        };
+        let product = |y: F, w: f64| if f32_product { (y.f32() * w as f32) as f64 } else { y.f() * w };
+        let mut negative = false;
+        for b in 0..s.len.div_ceil(BLOCK) {
+            let from = b * BLOCK;
+            let n = BLOCK.min(s.len - from);
+            let m = if plain { n } else { cells.kept(from, n, at) };
+            let gather = (m < n).then_some(&at[..m]);
+            negative |= program.eval(cells, from, gather, m, scratch);
+            let y = F::result(scratch, m);
+            let cell = |j: usize| from + gather.map_or(j, |a| a[j] as usize);
+            let rows = if ranged { m } else { n };
+            match s.target {
+                Target::One(g) => {
+                    let mut q = 0;
+                    if !inner {
+                        if let Some(w) = weight_at(0) {
+                            products[..m].iter_mut().zip(y).for_each(|(o, &v)| *o = product(v, w));
+                            q = m;
+                        }
+                    } else {
+                        for (j, &v) in y.iter().enumerate() {
+                            if let Some(w) = weight_at(cell(j)) {
+                                products[q] = product(v, w);
+                                q += 1;
+                            }
+                        }
+                    }
+                    fold_run(acc, g, &products[..q], &Keep::default());
+                    acc.cells[g] += (rows - q) as u64;
+                }
+                Target::Each { base, stride, ids } => {
+                    let group = |i: usize| base + ids[i] as usize * stride;
+                    if !ranged {
+                        (from..from + n).for_each(|i| acc.cells[group(i)] += 1);
+                    }
+                    for (j, &v) in y.iter().enumerate() {
+                        let (i, g) = (cell(j), group(cell(j)));
+                        if ranged {
+                            acc.cells[g] += 1;
+                        }
+                        if let Some(w) = weight_at(i) {
+                            fold_value(acc, g, product(v, w));
+                        }
+                    }
+                }
+            }
+        }
+        negative
+    }
+}
+
+multiversion! {
+    /// Evaluate programs `p.0`, `p.1` (of types `X`, `Y`) over segment `s`'s kept cells,
+    /// block by block, and fold the pairs as co-moments (a block of one group at once);
+    /// true when a square root met a negative kept value.
+    fn fold_pair_run[C, X, Y](
+        acc: &mut [CoMoment],
+        s: &Segment,
+        cells: &C,
+        p: (&Program, &Program),
+        scratch: (&mut Scratch, &mut Scratch),
+        at: &mut [u32],
+    ) -> bool where [C: Cells, X: Lane + Elem, Y: Lane + Elem] {
+        let plain = cells.plain();
+        let mut negative = false;
+        for b in 0..s.len.div_ceil(BLOCK) {
+            let from = b * BLOCK;
+            let n = BLOCK.min(s.len - from);
+            let m = if plain { n } else { cells.kept(from, n, at) };
+            let kept = (m < n).then_some(&at[..m]);
+            negative |= p.0.eval(cells, from, kept, m, scratch.0);
+            negative |= p.1.eval(cells, from, kept, m, scratch.1);
+            let (xs, ys) = (X::result(scratch.0, m), Y::result(scratch.1, m));
+            match s.target {
+                Target::One(g) => acc[g].merge(CoMoment::of(xs, ys)),
+                Target::Each { base, stride, ids } => {
+                    for (j, (x, y)) in xs.iter().zip(ys).enumerate() {
+                        let i = kept.map_or(j, |a| a[j] as usize);
+                        acc[base + ids[from + i] as usize * stride].add(x.f(), y.f());
+                    }
+                }
+            }
+        }
+        negative
+    }
+}
+
+/// A run of one dataset's stored values, kept by its missing rule and a range of them.
+struct StoredRun<'a, T> {
+    x: &'a [T],
+    packing: Option<Packing>,
+    keep: &'a Keep<T>,
+}
+
+impl<T: Elem> Cells for StoredRun<'_, T> {
+    #[inline(always)]
+    fn plain(&self) -> bool {
+        self.keep.missing.is_empty() && self.keep.range.is_none()
+    }
+
+    #[inline(always)]
+    fn ranged(&self) -> bool {
+        self.keep.range.is_some()
+    }
+
+    #[inline(always)]
+    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize {
+        let mut m = 0;
+        for (i, &v) in self.x[from..from + n].iter().enumerate() {
+            at[m] = i as u32;
+            m += self.keep.test(v) as usize;
+        }
+        m
+    }
+
+    #[inline(always)]
+    fn load<F: Lane>(&self, _k: usize, from: usize, at: Option<&[u32]>, out: &mut [F]) {
+        convert(&self.x[from..], self.packing, at, out)
+    }
+}
+
+multiversion! {
+    /// Evaluate `program` (of type `F`) over segment `s`'s cells, block by block, and
+    /// fold the results of the kept ones; true when a square root met a negative kept
+    /// value. Cells the missing rules drop count as cells; cells outside a range do not.
+    fn fold_program_run[C, F](
         acc: &mut Accumulators,
         s: &Segment,
-        run: &[T],
-        keep: &Keep<T>,
+        cells: &C,
         program: &Program,
         scratch: &mut Scratch,
-        kept: &mut Kept<T>,
-    ) -> bool where [T: Elem, F: Lane + Elem] {
-        let plain = keep.missing.is_empty() && keep.range.is_none();
+        at: &mut [u32],
+    ) -> bool where [C: Cells, F: Lane + Elem] {
+        let plain = cells.plain();
+        let ranged = cells.ranged();
         let mut negative = false;
-        for (b, x) in run.chunks(BLOCK).enumerate() {
-            let n = x.len();
+        for b in 0..s.len.div_ceil(BLOCK) {
+            let from = b * BLOCK;
+            let n = BLOCK.min(s.len - from);
             if let (Target::One(g), true) = (s.target, plain) {
-                negative |= program.eval(x, scratch);
+                negative |= program.eval(cells, from, None, n, scratch);
                 fold_run(acc, g, F::result(scratch, n), &Keep::default());
                 continue;
             }
-            // Keep the kept values (and where they were), then evaluate only those.
-            let mut m = 0;
-            for (i, &v) in x.iter().enumerate() {
-                kept.values[m] = v;
-                kept.at[m] = i as u32;
-                m += keep.test(v) as usize;
-            }
-            negative |= program.eval(&kept.values[..m], scratch);
+            // Evaluate only the kept cells (all of the block: read in place).
+            let m = cells.kept(from, n, at);
+            let at = &at[..m];
+            let gather = (m < n).then_some(at);
+            negative |= program.eval(cells, from, gather, m, scratch);
             let y = F::result(scratch, m);
             match s.target {
                 Target::One(g) => {
                     fold_run(acc, g, y, &Keep::default());
-                    if keep.range.is_none() {
+                    if !ranged {
                         // Missing cells are cells too.
                         acc.cells[g] += (n - m) as u64;
                     }
                 }
                 Target::Each { base, stride, ids } => {
-                    let group = |i: usize| base + ids[b * BLOCK + i] as usize * stride;
-                    if keep.range.is_none() {
+                    let group = |i: usize| base + ids[from + i] as usize * stride;
+                    if !ranged {
                         (0..n).for_each(|i| acc.cells[group(i)] += 1);
                     }
-                    for (j, &v) in y.iter().enumerate() {
-                        let g = group(kept.at[j] as usize);
-                        if keep.range.is_some() {
+                    for (&i, &v) in at.iter().zip(y) {
+                        let g = group(i as usize);
+                        if ranged {
                             acc.cells[g] += 1;
                         }
                         fold_value(acc, g, v);

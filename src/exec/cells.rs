@@ -34,20 +34,12 @@ pub fn value_array(value: &ValueColumn, tile: Buffer, task: &ChunkTask) -> Array
     value_cells(value.dataset().dtype(), tile, task, &value.missing, value.packing)
 }
 
-/// The value column for the selected cells of a decoded tile (`tile` = the tile's raw
-/// little-endian bytes of `dtype`): cells `missing` marks are NULL, and a packed dataset's
-/// values are unpacked to Float64. Cells that are one contiguous stretch of the tile
-/// share its buffer.
-fn value_cells(
-    dtype: DType,
-    tile: Buffer,
-    task: &ChunkTask,
-    missing: &MissingValues,
-    packing: Option<Packing>,
-) -> ArrayRef {
-    let size = dtype.size();
+/// The bytes of the cells `task` selects of a decoded tile (`size` bytes per element), in
+/// the task's order: the tile itself when the whole of it is selected, a slice of it when
+/// the cells are one contiguous stretch, else a copy.
+pub fn selected_bytes(size: usize, tile: Buffer, task: &ChunkTask) -> Buffer {
     let mut runs = task.runs().merged();
-    let bytes = if task.is_full() {
+    if task.is_full() {
         tile
     } else if let (Some((off, len)), None) = (runs.next(), runs.next()) {
         // One contiguous stretch of the tile: shared, not copied.
@@ -60,7 +52,21 @@ fn value_cells(
             out.extend_from_slice(&src[a..b]);
         }
         Buffer::from_vec(out)
-    };
+    }
+}
+
+/// The value column for the selected cells of a decoded tile (`tile` = the tile's raw
+/// little-endian bytes of `dtype`): cells `missing` marks are NULL, and a packed dataset's
+/// values are unpacked to Float64. Cells that are one contiguous stretch of the tile
+/// share its buffer.
+fn value_cells(
+    dtype: DType,
+    tile: Buffer,
+    task: &ChunkTask,
+    missing: &MissingValues,
+    packing: Option<Packing>,
+) -> ArrayRef {
+    let bytes = selected_bytes(dtype.size(), tile, task);
     with_dtype!(dtype, T => {
         let (nulls, unpacked) = {
             let elems = elements::<T>(bytes.as_slice());

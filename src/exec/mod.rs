@@ -181,6 +181,7 @@ impl ChunkFeed {
 }
 
 mod aggregate;
+mod aligned;
 mod cells;
 mod expr;
 pub mod fold;
@@ -188,6 +189,7 @@ mod groups;
 pub mod metrics;
 pub mod payload;
 mod program;
+pub(crate) use program::weighted_program;
 mod scan;
 pub mod simd;
 

@@ -1,16 +1,20 @@
-//! Arithmetic expressions of `v` compiled to loops over blocks of a tile's values: the
-//! non-affine inputs analysts write (`sqrt(abs(v))`, `v * v`, `(v - c) / (v + d)`),
+//! Arithmetic expressions of value columns compiled to loops over blocks of a task's
+//! cells: the non-affine inputs analysts write (`sqrt(abs(v))`, `v * v`,
+//! `(v - c) / (v + d)`, and over several datasets `t2m - sst`, `u * u + v * v`),
 //! evaluated without building Arrow arrays per tile.
 //!
 //! Only operations whose results are exactly DataFusion's for the same types compile:
 //! IEEE arithmetic (`+ - * / %`) and negation of f32 or f64, `abs`, `sqrt` (with
-//! DataFusion's error for a negative input), casts between f32 and f64, and the value
-//! column read as its own float type or cast to one. Anything else is evaluated by
+//! DataFusion's error for a negative input), casts between f32 and f64, and value
+//! columns read as their own float type or cast to one. Anything else is evaluated by
 //! DataFusion's own expressions ([`TileExprs`](super::expr::TileExprs)).
+//!
+//! A program reads its columns through [`Cells`]: a tile's stored values of one dataset,
+//! or the aligned cells of several ([`AlignedCells`](super::aligned::AlignedCells)).
 
 use super::fold::Elem;
 use crate::format::Packing;
-use crate::plan::{TableModel, VALUE_COLUMN};
+use crate::plan::{TableModel, WeightedExpr, weighted_expr};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr, Operator};
@@ -37,8 +41,8 @@ enum Arith {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
-    /// The value column (stored values converted, then unpacked when packed).
-    Value,
+    /// Value column `k` (stored values converted, then unpacked when packed).
+    Column(usize),
     Const(f64),
     /// A cast from the other float type.
     Cast(Box<Typed>),
@@ -67,8 +71,8 @@ enum Op {
 /// A step within one type's stack.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Step {
-    /// Push the stored values, converted (and unpacked when packed).
-    Load,
+    /// Push value column `k`'s stored values, converted (and unpacked when packed).
+    Load(usize),
     /// Push a constant block.
     Push(f64),
     Neg,
@@ -82,14 +86,61 @@ enum Step {
     ConstBin(Arith, f64),
 }
 
-/// A compiled expression of `v`.
+/// A compiled expression of a table's value columns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
     ops: Vec<Op>,
     ty: Ty,
-    packing: Option<Packing>,
+    /// The value columns read (indices into the table's values, ascending).
+    columns: Vec<usize>,
     /// The most blocks each stack (f32, f64) holds at once.
     depth: (usize, usize),
+}
+
+/// `e` as a compiled expression times a weight of one axis ([`weighted_expr`]): the
+/// value part compiled, of the product's type (Float32 inside a cast to Float64, else
+/// Float64).
+pub fn weighted_program(table: &TableModel, e: &Expr) -> Option<(WeightedExpr, Program)> {
+    let w = weighted_expr(table, e)?;
+    let ty = if w.f32_product { Ty::F32 } else { Ty::F64 };
+    let p = Program::compile(table, &w.value).filter(|p| p.ty() == ty)?;
+    Some((w, p))
+}
+
+/// The cells a program reads, by value column, a block at a time: offsets count from the
+/// start of a run of cells the fold walks.
+pub trait Cells {
+    /// True when every cell is kept (no missing value or range drops any).
+    fn plain(&self) -> bool;
+    /// True when a range of stored values drops cells (a value `WHERE`: dropped cells
+    /// are not rows), not only missing values.
+    fn ranged(&self) -> bool {
+        false
+    }
+    /// Write to `at` the offsets (from `from`) of the kept cells among `from..from + n`
+    /// (`n` ≤ [`BLOCK`]); returns how many.
+    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize;
+    /// Value column `k`'s values converted to `F` (and unpacked) into `out`: those of
+    /// cells `from..from + out.len()`, or with `at`, those of cells `from + at[i]`.
+    fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F]);
+}
+
+/// Stored values `x` converted (and unpacked by `packing`) into `out`: the first
+/// `out.len()`, or with `at`, those at `at`.
+#[inline(always)]
+pub fn convert<T: Elem, F: Lane>(x: &[T], packing: Option<Packing>, at: Option<&[u32]>, out: &mut [F]) {
+    match (packing, at) {
+        (None, None) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
+        (Some(p), None) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
+        (None, Some(at)) => out
+            .iter_mut()
+            .zip(at)
+            .for_each(|(o, &i)| *o = F::of_elem(x[i as usize])),
+        (Some(p), Some(at)) => out
+            .iter_mut()
+            .zip(at)
+            .for_each(|(o, &i)| *o = F::of_f64(p.apply(x[i as usize].f()))),
+    }
 }
 
 /// Blocks a [`Program`] evaluates into: made once per chunk task by
@@ -111,7 +162,7 @@ fn float_type(t: &DataType) -> Option<Ty> {
 fn lower(t: &Typed, ops: &mut Vec<Op>) {
     let ty = t.ty;
     match &t.node {
-        Node::Value => ops.push(Op::Step(ty, Step::Load)),
+        Node::Column(k) => ops.push(Op::Step(ty, Step::Load(*k))),
         Node::Const(c) => ops.push(Op::Step(ty, Step::Push(*c))),
         Node::Cast(a) => {
             lower(a, ops);
@@ -153,7 +204,7 @@ fn depth(ops: &[Op]) -> (usize, usize) {
     let at = |ty| if ty == Ty::F32 { 0 } else { 1 };
     for op in ops {
         match *op {
-            Op::Step(ty, Step::Load | Step::Push(_)) => h[at(ty)] += 1,
+            Op::Step(ty, Step::Load(_) | Step::Push(_)) => h[at(ty)] += 1,
             Op::Cast(ty) => {
                 h[1 - at(ty)] -= 1;
                 h[at(ty)] += 1;
@@ -168,24 +219,35 @@ fn depth(ops: &[Op]) -> (usize, usize) {
 
 impl Program {
     /// `e` (unqualified columns) compiled, when every step of it is one the module
-    /// supports; `None` otherwise.
+    /// supports and it reads at least one value column; `None` otherwise.
     pub fn compile(table: &TableModel, e: &Expr) -> Option<Program> {
-        if table.is_multi() {
-            // Programs read one tile's stored values; several value columns are evaluated.
-            return None;
-        }
-        let ctx = Ctx {
-            value_type: float_type(&table.value_type()),
-        };
+        let ctx = Ctx { table };
         let root = ctx.typed(e)?;
         let mut ops = Vec::new();
         lower(&root, &mut ops);
+        let mut columns: Vec<usize> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Step(_, Step::Load(k)) => Some(*k),
+                _ => None,
+            })
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        if columns.is_empty() {
+            return None;
+        }
         Some(Program {
             depth: depth(&ops),
             ops,
             ty: root.ty,
-            packing: table.value().packing,
+            columns,
         })
+    }
+
+    /// The value columns the program reads (indices into the table's values, ascending).
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
     }
 
     /// The type of the result.
@@ -201,13 +263,13 @@ impl Program {
         }
     }
 
-    /// Evaluate over stored values `x` (at most [`BLOCK`]); the result is
-    /// [`Lane::result`] of `s` for the program's type. True when a square root met a
-    /// negative input.
+    /// Evaluate over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or with
+    /// `at`, those at `from + at[i]` (`n` = `at.len()`); the result is [`Lane::result`] of
+    /// `s` for the program's type. True when a square root met a negative input.
     #[inline(always)]
-    pub fn eval<T: Elem>(&self, x: &[T], s: &mut Scratch) -> bool {
-        let n = x.len();
+    pub fn eval<C: Cells>(&self, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool {
         let mut h = (0usize, 0usize);
+        let src = Source { cells, from, at, n };
         let mut negative = false;
         for &op in &self.ops {
             negative |= match op {
@@ -225,8 +287,8 @@ impl Program {
                     h = (h.0 + 1, h.1 - 1);
                     false
                 }
-                Op::Step(Ty::F32, st) => step(st, x, self.packing, &mut s.f32, &mut h.0),
-                Op::Step(Ty::F64, st) => step(st, x, self.packing, &mut s.f64, &mut h.1),
+                Op::Step(Ty::F32, st) => step(st, &src, &mut s.f32, &mut h.0),
+                Op::Step(Ty::F64, st) => step(st, &src, &mut s.f64, &mut h.1),
             };
         }
         negative
@@ -245,19 +307,23 @@ fn arith<F: Lane>(op: Arith, a: F, b: F) -> F {
     }
 }
 
-/// Apply `op` to the stack of blocks `buf` of height `h` over `x`;
+/// The cells one evaluation reads.
+struct Source<'a, C> {
+    cells: &'a C,
+    from: usize,
+    at: Option<&'a [u32]>,
+    n: usize,
+}
+
+/// Apply `op` to the stack of blocks `buf` of height `h` over `src`;
 /// true when a square root met a negative input.
 #[inline(always)]
-fn step<T: Elem, F: Lane>(op: Step, x: &[T], packing: Option<Packing>, buf: &mut [F], h: &mut usize) -> bool {
-    let n = x.len();
+fn step<C: Cells, F: Lane>(op: Step, src: &Source<C>, buf: &mut [F], h: &mut usize) -> bool {
+    let n = src.n;
     let top = |h: usize| (h - 1) * BLOCK..(h - 1) * BLOCK + n;
     match op {
-        Step::Load => {
-            let out = &mut buf[*h * BLOCK..][..n];
-            match packing {
-                Some(p) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
-                None => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
-            }
+        Step::Load(k) => {
+            src.cells.load(k, src.from, src.at, &mut buf[*h * BLOCK..][..n]);
             *h += 1;
         }
         Step::Push(c) => {
@@ -294,16 +360,28 @@ fn step<T: Elem, F: Lane>(op: Step, x: &[T], packing: Option<Packing>, buf: &mut
 }
 
 /// What the compiler knows of the table.
-struct Ctx {
-    /// The value column's type when it is a float type.
-    value_type: Option<Ty>,
+struct Ctx<'a> {
+    table: &'a TableModel,
 }
 
-impl Ctx {
+impl Ctx<'_> {
+    /// The value column an expression is (index, and its type when a float type).
+    fn value_column(&self, e: &Expr) -> Option<(usize, Option<Ty>)> {
+        match e {
+            Expr::Column(c) if c.relation.is_none() => {
+                let (k, v) = self.table.value_named(&c.name)?;
+                Some((k, float_type(&v.data_type())))
+            }
+            _ => None,
+        }
+    }
+
     fn typed(&self, e: &Expr) -> Option<Typed> {
         let t = |node, ty| Some(Typed { node, ty });
+        if let Some((k, ty)) = self.value_column(e) {
+            return t(Node::Column(k), ty?);
+        }
         match e {
-            Expr::Column(c) if c.relation.is_none() && c.name == VALUE_COLUMN => t(Node::Value, self.value_type?),
             Expr::Cast(c) => self.cast(&c.expr, c.field.data_type()),
             Expr::TryCast(c) => self.cast(&c.expr, c.field.data_type()),
             Expr::Literal(ScalarValue::Float64(Some(c)), _) => t(Node::Const(*c), Ty::F64),
@@ -345,15 +423,11 @@ impl Ctx {
     /// `CAST(e AS to)`.
     fn cast(&self, e: &Expr, to: &DataType) -> Option<Typed> {
         let to = float_type(to)?;
-        // The value column of a type that is not a float: stored values convert to
+        // A value column of a type that is not a float: stored values convert to
         // either float type directly (`Elem::f`, `Elem::f32`), as Arrow casts them.
-        if let Expr::Column(c) = e
-            && c.relation.is_none()
-            && c.name == VALUE_COLUMN
-            && self.value_type.is_none()
-        {
+        if let Some((k, None)) = self.value_column(e) {
             return Some(Typed {
-                node: Node::Value,
+                node: Node::Column(k),
                 ty: to,
             });
         }

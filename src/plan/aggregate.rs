@@ -548,6 +548,53 @@ pub struct Weighted {
     pub f32_product: bool,
 }
 
+/// An aggregate input that is an expression of value columns times a weight of one axis
+/// (`a * b * cos(radians(lat))`): the weight evaluated once per position, the rest
+/// compiled by the fold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedExpr {
+    /// The axis the weight reads.
+    pub axis: usize,
+    /// The weight: an expression of that axis column alone.
+    pub weight: Expr,
+    /// What the weight multiplies: an expression of value columns (and no axis).
+    pub value: Expr,
+    /// `CAST(value * weight AS DOUBLE)`: the product is taken in Float32 (value and
+    /// weight are Float32), then widened; else both are Float64.
+    pub f32_product: bool,
+}
+
+/// `e` as a [`WeightedExpr`]: `value * w(axis)` or `w(axis) * value`, or that product
+/// inside a cast to Float64; `None` when one side is not an expression of one axis alone
+/// or the other reads an axis. The types of the two sides are the caller's to check.
+pub fn weighted_expr(table: &TableModel, e: &Expr) -> Option<WeightedExpr> {
+    let (e, f32_product) = match e {
+        Expr::Cast(c) if *c.field.data_type() == DataType::Float64 => (c.expr.as_ref(), true),
+        e => (e, false),
+    };
+    let Expr::BinaryExpr(b) = e else { return None };
+    if b.op != Operator::Multiply {
+        return None;
+    }
+    let axis_only = |e: &Expr| match expr_columns(table, e)?.as_slice() {
+        [d] if *d < table.axes.len() => Some(*d),
+        _ => None,
+    };
+    let values_only =
+        |e: &Expr| expr_columns(table, e).is_some_and(|c| !c.is_empty() && c.iter().all(|&c| c >= table.axes.len()));
+    let (value, weight) = match (values_only(&b.left), values_only(&b.right)) {
+        (true, false) => (b.left.as_ref(), b.right.as_ref()),
+        (false, true) => (b.right.as_ref(), b.left.as_ref()),
+        _ => return None,
+    };
+    Some(WeightedExpr {
+        axis: axis_only(weight)?,
+        weight: weight.clone(),
+        value: value.clone(),
+        f32_product,
+    })
+}
+
 /// `e` (of type Float64) as a [`Weighted`] input of a table of one dataset: `w(axis)`, `f(v) * w(axis)` or
 /// `w(axis) * f(v)` with `f` a widening cast of `v` to Float64 or an affine map of it,
 /// or `CAST(v * w(axis) AS DOUBLE)` of a Float32 `v` and weight.

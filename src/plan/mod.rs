@@ -24,7 +24,8 @@ mod zone_filter;
 pub use access_plan::{AccessPlan, PruningCounts, Weight, split_balanced};
 pub use aggregate::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
-    StateColumn, Weighted, affine_of, expr_columns, is_numeric, sum_type, value_input, weighted_input, widens,
+    StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input, weighted_expr,
+    weighted_input, widens,
 };
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};

@@ -84,15 +84,19 @@ impl ValueColumn {
         !self.missing.is_empty()
     }
 
+    /// The column's Arrow type: the dataset's, or Float64 when packed.
+    pub fn data_type(&self) -> DataType {
+        match self.packing {
+            Some(_) => DataType::Float64,
+            None => arrow_type(self.dataset().dtype()),
+        }
+    }
+
     /// The column's Arrow field.
     fn field(&self) -> Field {
         let ds = self.dataset();
-        let value_type = match self.packing {
-            Some(_) => DataType::Float64,
-            None => arrow_type(ds.dtype()),
-        };
         let nullable = self.has_missing() || ds.dtype().is_float();
-        Field::new(&self.name, value_type, nullable).with_metadata(field_metadata(&ds.meta.attrs))
+        Field::new(&self.name, self.data_type(), nullable).with_metadata(field_metadata(&ds.meta.attrs))
     }
 
     /// `file:dataset`, for messages.

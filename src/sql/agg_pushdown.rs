@@ -26,7 +26,7 @@
 use super::merge::{CoMomentKind, FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
-use crate::exec::{ChunkFeed, TetAggregateExec};
+use crate::exec::{ChunkFeed, TetAggregateExec, weighted_program};
 use crate::plan::{
     AccessPlan, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, Weight,
     affine_of, expr_columns, is_numeric, value_input, weighted_input,
@@ -165,14 +165,14 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
         } else {
             let e = unqualified(arg);
             // Expressions of `v` alone fold from each tile's values; of an axis only as a
-            // weight of sums, means and counts (evaluated per position). Any other
-            // expression reading an axis would be gathered cell by cell, slower than
-            // DataFusion's own plan: left to it.
+            // weight of sums, means and counts (evaluated per position) of `v` or of a
+            // compiled expression of it. Any other expression reading an axis would be
+            // gathered cell by cell, slower than DataFusion's own plan: left to it.
             let of_value = expr_columns(table, &e)? == [table.value_index()];
             let weight = || {
                 t == DataType::Float64
                     && matches!(func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count)
-                    && weighted_input(table, &e).is_some()
+                    && (weighted_input(table, &e).is_some() || weighted_program(table, &e).is_some())
             };
             if !is_numeric(&t) || !(of_value || weight()) {
                 return None;

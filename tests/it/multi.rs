@@ -393,6 +393,11 @@ async fn folds_over_several_datasets_equal_datafusions_aggregate() {
         let x = format!("CAST({a} AS DOUBLE)");
         let y = format!("CAST({b} AS DOUBLE)");
         let sliced = rng.below(case.axes.len() as u64) as usize;
+        // A weight: a Float64 expression of a random axis.
+        let w = format!(
+            "CAST({} AS DOUBLE)",
+            case.axes[rng.below(case.axes.len() as u64) as usize].0
+        );
         let (pred, _, _) = case.slice(&mut rng, sliced);
         for sql in [
             format!(
@@ -406,6 +411,19 @@ async fn folds_over_several_datasets_equal_datafusions_aggregate() {
                  covar_samp({x} * 2.0, {y}) FILTER (WHERE {y} > 0) FROM {from} GROUP BY {key}"
             ),
             format!("SELECT corr({x}, {y}), covar_pop({y}, {x} - {y}) FROM {from} WHERE {pred}"),
+            // Weighted by an axis: products in f64 and, all in Float32, in f32.
+            format!(
+                "SELECT {key}, sum({x} * {y} * cos(radians({w}))), avg(({x} - {y}) * ({w} + 1.0)), \
+                 count({x} * {w}) FROM {from} GROUP BY {key}"
+            ),
+            format!(
+                "SELECT sum(CAST({a} AS FLOAT) * CAST({b} AS FLOAT) * CAST({w} AS FLOAT)), \
+                 avg(CAST({w} AS FLOAT) * (CAST({a} AS FLOAT) - CAST({b} AS FLOAT))) FROM {from} WHERE {pred}"
+            ),
+            format!(
+                "SELECT {key}, sum(sqrt(abs(CAST(v AS DOUBLE))) * {w}) FROM tet('{p}', '{b}') GROUP BY {key}",
+                p = case.path
+            ),
             // Functions of two inputs over one dataset's table, too.
             format!(
                 "SELECT {key}, corr(v, CAST({last} AS DOUBLE)), covar_samp(v * 2.0, v) FROM tet('{p}', '{b}') \
