@@ -6,6 +6,13 @@
 //! `bench write-tet RAW_F32 OUT.tet T LAT LON [zstd]`: write a raw little-endian f32 cube
 //!   [T, LAT, LON] as `.tet` (dataset `temp`, one chunk per time step, raw or zstd at
 //!   level 3, `lat`/`lon` CF coordinate variables, time as positions).
+//! `bench write-tet2 RAW_A RAW_B OUT.tet T LAT LON`: two such cubes as datasets `a` and `b`
+//!   of one file (raw chunks), their payloads one after the other.
+//! `bench run-multi OUT.tet REPS`: time the queries over both variables ([`MULTI_QUERIES`])
+//!   through the Rust API — the table of both datasets, the join of the two one-dataset
+//!   tables on every axis (planned as the same scan), DataFusion's own aggregate over our
+//!   scan, and (on the time slice only) DataFusion's hash join with the join rewrite off —
+//!   and the native floor over both payloads (`TET_FLOOR_BIN`); JSON lines as for `run`.
 //! `bench run OUT.tet DATA.parquet REPS`: time the benchmark queries through the Rust API
 //!   with the pushdown, with DataFusion's own plan over our scan, and over the Parquet
 //!   table, plus the floor (one pass summing every f32 of the payload); prints one JSON
@@ -62,6 +69,19 @@ fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusio
 
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
 fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> datafusion::error::Result<()> {
+    write_cubes(&[("temp", raw)], out, t, lat, lon, zstd)
+}
+
+/// Write f32 cubes [t, lat, lon] (name, raw bytes), in order, as datasets of one `.tet`
+/// at `out`, with the `lat`/`lon` coordinate variables after them.
+fn write_cubes(
+    cubes: &[(&str, &[u8])],
+    out: &str,
+    t: u64,
+    lat: u64,
+    lon: u64,
+    zstd: bool,
+) -> datafusion::error::Result<()> {
     let lats: Vec<u8> = (0..lat)
         .flat_map(|i| (-90.0f32 + 180.0 * i as f32 / (lat - 1) as f32).to_le_bytes())
         .collect();
@@ -69,12 +89,14 @@ fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> d
         .flat_map(|j| (360.0f32 * j as f32 / lon as f32).to_le_bytes())
         .collect();
     let mut w = TetWriter::new();
-    w.dataset(
-        DatasetSpec::new("temp", DType::F32, &[t, lat, lon], &[1, lat, lon], raw)
-            .dim_names(&["time", "lat", "lon"])
-            .codecs(if zstd { ChunkCodecs::Zstd(3) } else { ChunkCodecs::Raw }),
-    )
-    .map_err(to_df)?;
+    for &(name, raw) in cubes {
+        w.dataset(
+            DatasetSpec::new(name, DType::F32, &[t, lat, lon], &[1, lat, lon], raw)
+                .dim_names(&["time", "lat", "lon"])
+                .codecs(if zstd { ChunkCodecs::Zstd(3) } else { ChunkCodecs::Raw }),
+        )
+        .map_err(to_df)?;
+    }
     w.dataset(DatasetSpec::new("lat", DType::F32, &[lat], &[lat], &lats).dim_names(&["lat"]))
         .map_err(to_df)?;
     w.dataset(DatasetSpec::new("lon", DType::F32, &[lon], &[lon], &lons).dim_names(&["lon"]))
@@ -92,7 +114,13 @@ async fn main() -> datafusion::error::Result<()> {
             let zstd = args.get(7).is_some_and(|c| c == "zstd");
             write_tet(&raw, &args[3], dims[0], dims[1], dims[2], zstd)?;
         }
+        Some("write-tet2") => {
+            let (a, b) = (std::fs::read(&args[2])?, std::fs::read(&args[3])?);
+            let dims: Vec<u64> = args[5..8].iter().map(|s| s.parse().expect("extent")).collect();
+            write_cubes(&[("a", &a), ("b", &b)], &args[4], dims[0], dims[1], dims[2], false)?;
+        }
         Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
+        Some("run-multi") => run_multi(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         None | Some("--bench") => {
             // `cargo bench`: a self-contained pass over a smaller cube, our engine only.
             let t: u64 = std::env::var("TET_BENCH_TIME")
@@ -115,7 +143,10 @@ async fn main() -> datafusion::error::Result<()> {
             eprintln!("cube {out}: f32 [{t}, {lat}, {lon}]");
             run(&out, None, 5).await?;
         }
-        _ => eprintln!("usage: driver [write-tet RAW OUT T LAT LON | run TET PARQUET REPS]"),
+        _ => eprintln!(
+            "usage: driver [write-tet RAW OUT T LAT LON [zstd] | write-tet2 RAW_A RAW_B OUT T LAT LON | \
+             run TET PARQUET REPS | run-multi TET REPS]"
+        ),
     }
     Ok(())
 }
@@ -215,6 +246,109 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
         report("floor_native_c", "full_mean", vec![json_number(&line, "median_s")]);
     }
     time_queries(tet, parquet, reps, slice).await
+}
+
+/// Queries over two variables `a`, `b` of one file: `{m}` is the table of both, `{x}`
+/// and `{y}` the one-dataset tables of each, `{SLICE}` the first eighth of the time steps.
+const MULTI_QUERIES: &[(&str, &str)] = &[
+    ("diff_by_lat", "SELECT lat, avg(a - b) FROM {m} GROUP BY lat"),
+    (
+        "weighted_product",
+        "SELECT sum(a * b * cos(radians(lat))) / sum(cos(radians(lat))) FROM {m}",
+    ),
+    ("corr", "SELECT corr(a, b) FROM {m}"),
+    (
+        "join_diff_by_lat",
+        "SELECT x.lat, avg(x.v - y.v) FROM {x} x JOIN {y} y \
+         ON x.time = y.time AND x.lat = y.lat AND x.lon = y.lon GROUP BY x.lat",
+    ),
+    (
+        "diff_by_lat_sliced",
+        "SELECT lat, avg(a - b) FROM {m} WHERE time < {SLICE} GROUP BY lat",
+    ),
+    (
+        "join_diff_by_lat_sliced",
+        "SELECT x.lat, avg(x.v - y.v) FROM {x} x JOIN {y} y \
+         ON x.time = y.time AND x.lat = y.lat AND x.lon = y.lon WHERE x.time < {SLICE} GROUP BY x.lat",
+    ),
+];
+
+/// Time [`MULTI_QUERIES`] over datasets `a` and `b` of `tet` (see the module doc).
+async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    let file_bytes = std::fs::read(tet)?;
+    let file = TetFile::open(file_bytes.as_slice()).map_err(to_df)?;
+    let mut entries = Vec::new();
+    for name in ["a", "b"] {
+        let ds = file.dataset(name).map_err(to_df)?;
+        entries.extend(ds.chunk_rows.iter().map(|&r| &file.chunks[r as usize]));
+    }
+    let slice = (file.dataset("a").map_err(to_df)?.shape()[0] / 8).max(1);
+    if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
+        let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
+        let end = entries
+            .iter()
+            .map(|e| e.payload_offset + e.stored_byte_len)
+            .max()
+            .unwrap_or(0);
+        let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
+        assert_eq!(stored, end - start, "the floor needs both payloads raw and contiguous");
+        let out = std::process::Command::new(bin)
+            .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
+            .output()?;
+        let line = String::from_utf8_lossy(&out.stdout);
+        eprintln!("native floor over both payloads {line}");
+        report("floor_native_c", "both_payloads", vec![json_number(&line, "median_s")]);
+    }
+    let m = format!("tet('{tet}', 'a', 'b')");
+    let (x, y) = (format!("tet('{tet}', 'a')"), format!("tet('{tet}', 'b')"));
+    for (engine, setting) in [
+        ("ours_rust_api", None),
+        ("datafusion_over_our_scan", Some("tet.aggregate_pushdown")),
+        ("datafusion_hash_join", Some("tet.join_rewrite")),
+    ] {
+        if !chosen("TET_BENCH_ENGINES", engine) {
+            continue;
+        }
+        let ctx = SessionContext::new();
+        datafusion_tet::register(&ctx);
+        if let Some(s) = setting {
+            ctx.sql(&format!("SET {s} = false")).await?.collect().await?;
+        }
+        for (name, sql) in MULTI_QUERIES
+            .iter()
+            .filter(|(name, _)| chosen("TET_BENCH_QUERIES", name))
+        {
+            // DataFusion's hash join of every cell: only on the time slice (the whole
+            // cube's join is minutes and gigabytes); the pushdown-off aggregate only of
+            // the table of both datasets.
+            let join = name.starts_with("join");
+            match engine {
+                "datafusion_hash_join" if !(join && name.ends_with("sliced")) => continue,
+                "datafusion_over_our_scan" if join => continue,
+                _ => {}
+            }
+            let sql = sql
+                .replace("{m}", &m)
+                .replace("{x}", &x)
+                .replace("{y}", &y)
+                .replace("{SLICE}", &slice.to_string());
+            ctx.sql(&sql).await?.collect().await?; // warm-up
+            let reps = if engine == "datafusion_hash_join" {
+                reps.min(3)
+            } else {
+                reps
+            };
+            let mut times = Vec::new();
+            for _ in 0..reps {
+                let start = Instant::now();
+                let b = ctx.sql(&sql).await?.collect().await?;
+                times.push(start.elapsed().as_secs_f64());
+                assert!(!b.is_empty());
+            }
+            report(engine, name, times);
+        }
+    }
+    Ok(())
 }
 
 /// The number after `"key": ` in a floor program's JSON line (NaN when absent).

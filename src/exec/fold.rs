@@ -26,8 +26,8 @@ pub struct Moments {
 
 impl Moments {
     /// The state of pairs `(x[i], y[i])` (`x` and `y` of one length), by two passes: the
-    /// means, then the sums of squared and multiplied deviations from them (four lanes
-    /// each, so the loops vectorize).
+    /// means, then the sums of squared and multiplied deviations from them (each a loop
+    /// of [`L`] lanes over one or two inputs, so that it vectorizes).
     #[inline(always)]
     pub fn of<X: Elem, Y: Elem>(x: &[X], y: &[Y]) -> CoMoment {
         let n = x.len().min(y.len());
@@ -35,43 +35,15 @@ impl Moments {
             return CoMoment::default();
         }
         let (x, y) = (&x[..n], &y[..n]);
-        let (mut sx, mut sy) = ([0f64; 4], [0f64; 4]);
-        let (cx, cy) = (x.chunks_exact(4), y.chunks_exact(4));
-        let (rx, ry) = (cx.remainder(), cy.remainder());
-        for (a, b) in cx.zip(cy) {
-            for i in 0..4 {
-                sx[i] += a[i].f();
-                sy[i] += b[i].f();
-            }
-        }
-        for (a, b) in rx.iter().zip(ry) {
-            sx[0] += a.f();
-            sy[0] += b.f();
-        }
-        let total = |s: [f64; 4]| (s[0] + s[1]) + (s[2] + s[3]);
-        let (mx, my) = (total(sx) / n as f64, total(sy) / n as f64);
-        let (mut qx, mut qy, mut c) = ([0f64; 4], [0f64; 4], [0f64; 4]);
-        for (a, b) in x.chunks_exact(4).zip(y.chunks_exact(4)) {
-            for i in 0..4 {
-                let (dx, dy) = (a[i].f() - mx, b[i].f() - my);
-                qx[i] += dx * dx;
-                qy[i] += dy * dy;
-                c[i] += dx * dy;
-            }
-        }
-        for (a, b) in rx.iter().zip(ry) {
-            let (dx, dy) = (a.f() - mx, b.f() - my);
-            qx[0] += dx * dx;
-            qy[0] += dy * dy;
-            c[0] += dx * dy;
-        }
+        let mean_x = lane_sum(x, |v| v) / n as f64;
+        let mean_y = lane_sum(y, |v| v) / n as f64;
         CoMoment {
             n: n as u64,
-            mean_x: mx,
-            mean_y: my,
-            m2_x: total(qx),
-            m2_y: total(qy),
-            c2: total(c),
+            mean_x,
+            mean_y,
+            m2_x: lane_sum(x, |v| (v - mean_x) * (v - mean_x)),
+            m2_y: lane_sum(y, |v| (v - mean_y) * (v - mean_y)),
+            c2: lane_dot(x, y, |a, b| (a - mean_x) * (b - mean_y)),
         }
     }
 
@@ -190,6 +162,54 @@ impl CoMoment {
         self.c2 += b.c2 + dx * dy * w;
         self.n += b.n;
     }
+}
+
+/// `Σ f(x[i])` over [`L`] lanes (combined pairwise at the end).
+#[inline(always)]
+fn lane_sum<X: Elem>(x: &[X], f: impl Fn(f64) -> f64) -> f64 {
+    let mut s = [0f64; L];
+    let c = x.chunks_exact(L);
+    let r = c.remainder();
+    for a in c {
+        for i in 0..L {
+            s[i] += f(a[i].f());
+        }
+    }
+    for (i, v) in r.iter().enumerate() {
+        s[i] += f(v.f());
+    }
+    lanes_total(s)
+}
+
+/// `Σ f(x[i], y[i])` over [`L`] lanes.
+#[inline(always)]
+fn lane_dot<X: Elem, Y: Elem>(x: &[X], y: &[Y], f: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut s = [0f64; L];
+    let (cx, cy) = (x.chunks_exact(L), y.chunks_exact(L));
+    let (rx, ry) = (cx.remainder(), cy.remainder());
+    for (a, b) in cx.zip(cy) {
+        for i in 0..L {
+            s[i] += f(a[i].f(), b[i].f());
+        }
+    }
+    for (i, (a, b)) in rx.iter().zip(ry).enumerate() {
+        s[i] += f(a.f(), b.f());
+    }
+    lanes_total(s)
+}
+
+/// The lanes added pairwise.
+#[inline(always)]
+fn lanes_total(s: [f64; L]) -> f64 {
+    let mut w = s;
+    let mut k = L;
+    while k > 1 {
+        k /= 2;
+        for i in 0..k {
+            w[i] += w[i + k];
+        }
+    }
+    w[0]
 }
 
 /// Which statistics the aggregates need.

@@ -423,9 +423,10 @@ impl Ctx<'_> {
     /// `CAST(e AS to)`.
     fn cast(&self, e: &Expr, to: &DataType) -> Option<Typed> {
         let to = float_type(to)?;
-        // A value column of a type that is not a float: stored values convert to
-        // either float type directly (`Elem::f`, `Elem::f32`), as Arrow casts them.
-        if let Some((k, None)) = self.value_column(e) {
+        // A value column: its stored values (unpacked) convert to either float type
+        // directly (`Elem::f`, `Elem::f32`, `Packing::apply` then a rounding to f32), as
+        // Arrow casts them, so the cast costs no pass of its own.
+        if let Some((k, _)) = self.value_column(e) {
             return Some(Typed {
                 node: Node::Column(k),
                 ty: to,

@@ -40,11 +40,20 @@ pub enum AggFunc {
     CovarPop,
     /// `covar_samp(x, y)` (`covar`).
     CovarSamp,
+    /// `regr_slope(y, x)` and the other linear regressions of `y` on `x`.
+    RegrSlope,
+    RegrIntercept,
+    RegrR2,
+    RegrAvgX,
+    RegrAvgY,
+    RegrSxx,
+    RegrSyy,
+    RegrSxy,
 }
 
 impl AggFunc {
     /// Every function.
-    pub const ALL: [AggFunc; 13] = [
+    pub const ALL: [AggFunc; 21] = [
         AggFunc::CountStar,
         AggFunc::Count,
         AggFunc::Sum,
@@ -58,6 +67,14 @@ impl AggFunc {
         AggFunc::Corr,
         AggFunc::CovarPop,
         AggFunc::CovarSamp,
+        AggFunc::RegrSlope,
+        AggFunc::RegrIntercept,
+        AggFunc::RegrR2,
+        AggFunc::RegrAvgX,
+        AggFunc::RegrAvgY,
+        AggFunc::RegrSxx,
+        AggFunc::RegrSyy,
+        AggFunc::RegrSxy,
     ];
 
     /// SQL name.
@@ -76,6 +93,14 @@ impl AggFunc {
             AggFunc::Corr => "corr",
             AggFunc::CovarPop => "covar_pop",
             AggFunc::CovarSamp => "covar_samp",
+            AggFunc::RegrSlope => "regr_slope",
+            AggFunc::RegrIntercept => "regr_intercept",
+            AggFunc::RegrR2 => "regr_r2",
+            AggFunc::RegrAvgX => "regr_avgx",
+            AggFunc::RegrAvgY => "regr_avgy",
+            AggFunc::RegrSxx => "regr_sxx",
+            AggFunc::RegrSyy => "regr_syy",
+            AggFunc::RegrSxy => "regr_sxy",
         }
     }
 
@@ -87,7 +112,20 @@ impl AggFunc {
     /// True for the functions of two inputs, whose partial state is the co-moments
     /// (count, both means, both M2, and the sum of products of deviations).
     pub fn is_comoment(self) -> bool {
-        matches!(self, AggFunc::Corr | AggFunc::CovarPop | AggFunc::CovarSamp)
+        matches!(
+            self,
+            AggFunc::Corr
+                | AggFunc::CovarPop
+                | AggFunc::CovarSamp
+                | AggFunc::RegrSlope
+                | AggFunc::RegrIntercept
+                | AggFunc::RegrR2
+                | AggFunc::RegrAvgX
+                | AggFunc::RegrAvgY
+                | AggFunc::RegrSxx
+                | AggFunc::RegrSyy
+                | AggFunc::RegrSxy
+        )
     }
 
     /// True for the variance family, whose partial state is (count, mean, M2).
@@ -595,17 +633,14 @@ pub fn weighted_expr(table: &TableModel, e: &Expr) -> Option<WeightedExpr> {
     })
 }
 
-/// `e` (of type Float64) as a [`Weighted`] input of a table of one dataset: `w(axis)`, `f(v) * w(axis)` or
+/// `e` (of type Float64) as a [`Weighted`] input: `w(axis)` (of any table), or of a table
+/// of one dataset `f(v) * w(axis)` or
 /// `w(axis) * f(v)` with `f` a widening cast of `v` to Float64 or an affine map of it,
 /// or `CAST(v * w(axis) AS DOUBLE)` of a Float32 `v` and weight.
 pub fn weighted_input(table: &TableModel, e: &Expr) -> Option<Weighted> {
-    if table.is_multi() {
-        return None;
-    }
     let v_type = table.value_type();
-    let v = table.value_index();
     let axis_only = |e: &Expr| match expr_columns(table, e)?.as_slice() {
-        [d] if *d != v => Some(*d),
+        [d] if *d < table.axes.len() => Some(*d),
         _ => None,
     };
     if let Some(axis) = axis_only(e) {
@@ -615,6 +650,10 @@ pub fn weighted_input(table: &TableModel, e: &Expr) -> Option<Weighted> {
             value: None,
             f32_product: false,
         });
+    }
+    if table.is_multi() {
+        // Products with a value column are `weighted_expr`s of a table of several.
+        return None;
     }
     let (e, f32_product) = match e {
         Expr::Cast(c) if *c.field.data_type() == DataType::Float64 && v_type == DataType::Float32 => {

@@ -35,7 +35,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result};
+use datafusion::common::{Column, DFSchema, Result, internal_err};
 use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
@@ -102,10 +102,8 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
     let v_type = table.value_type();
     if let [x, y] = params.args.as_slice() {
         let func = match func.name() {
-            "corr" => AggFunc::Corr,
-            "covar_pop" => AggFunc::CovarPop,
-            "covar" | "covar_samp" => AggFunc::CovarSamp,
-            _ => return None,
+            "covar" => AggFunc::CovarSamp,
+            name => AggFunc::from_name(name).filter(|f| f.is_comoment())?,
         };
         // Two deterministic numeric expressions of value and axis columns, evaluated
         // over each tile and folded as co-moments.
@@ -349,10 +347,8 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
                 r("max")
             }
             f if f.is_comoment() => {
-                let kind = match f {
-                    AggFunc::Corr => CoMomentKind::Corr,
-                    AggFunc::CovarPop => CoMomentKind::CovarPop,
-                    _ => CoMomentKind::CovarSamp,
+                let Some(kind) = CoMomentKind::of(f) else {
+                    return internal_err!("no merge of the co-moments of {}", f.name());
                 };
                 let udaf = AggregateUDF::from(MergeCoMoments::new(kind));
                 let states = [

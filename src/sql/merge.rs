@@ -10,6 +10,7 @@
 //! `covar_samp` would.
 
 use crate::exec::fold::{CoMoment, Moments};
+use crate::plan::AggFunc;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, UInt64Type};
 use datafusion::common::{Result, ScalarValue, internal_err};
@@ -77,11 +78,50 @@ pub enum CoMomentKind {
     Corr,
     CovarPop,
     CovarSamp,
+    /// The regressions `regr_*(y, x)` of the first input on the second.
+    RegrSlope,
+    RegrIntercept,
+    RegrR2,
+    RegrAvgX,
+    RegrAvgY,
+    RegrSxx,
+    RegrSyy,
+    RegrSxy,
 }
 
 impl CoMomentKind {
-    /// All three, for registration.
-    pub const ALL: [CoMomentKind; 3] = [CoMomentKind::Corr, CoMomentKind::CovarPop, CoMomentKind::CovarSamp];
+    /// All of them, for registration.
+    pub const ALL: [CoMomentKind; 11] = [
+        CoMomentKind::Corr,
+        CoMomentKind::CovarPop,
+        CoMomentKind::CovarSamp,
+        CoMomentKind::RegrSlope,
+        CoMomentKind::RegrIntercept,
+        CoMomentKind::RegrR2,
+        CoMomentKind::RegrAvgX,
+        CoMomentKind::RegrAvgY,
+        CoMomentKind::RegrSxx,
+        CoMomentKind::RegrSyy,
+        CoMomentKind::RegrSxy,
+    ];
+
+    /// The merge of aggregate `f`, if it is a function of two inputs.
+    pub fn of(f: AggFunc) -> Option<CoMomentKind> {
+        Some(match f {
+            AggFunc::Corr => CoMomentKind::Corr,
+            AggFunc::CovarPop => CoMomentKind::CovarPop,
+            AggFunc::CovarSamp => CoMomentKind::CovarSamp,
+            AggFunc::RegrSlope => CoMomentKind::RegrSlope,
+            AggFunc::RegrIntercept => CoMomentKind::RegrIntercept,
+            AggFunc::RegrR2 => CoMomentKind::RegrR2,
+            AggFunc::RegrAvgX => CoMomentKind::RegrAvgX,
+            AggFunc::RegrAvgY => CoMomentKind::RegrAvgY,
+            AggFunc::RegrSxx => CoMomentKind::RegrSxx,
+            AggFunc::RegrSyy => CoMomentKind::RegrSyy,
+            AggFunc::RegrSxy => CoMomentKind::RegrSxy,
+            _ => return None,
+        })
+    }
 
     /// Registered name.
     pub fn udaf_name(self) -> &'static str {
@@ -89,14 +129,30 @@ impl CoMomentKind {
             CoMomentKind::Corr => "tet_corr",
             CoMomentKind::CovarPop => "tet_covar_pop",
             CoMomentKind::CovarSamp => "tet_covar_samp",
+            CoMomentKind::RegrSlope => "tet_regr_slope",
+            CoMomentKind::RegrIntercept => "tet_regr_intercept",
+            CoMomentKind::RegrR2 => "tet_regr_r2",
+            CoMomentKind::RegrAvgX => "tet_regr_avgx",
+            CoMomentKind::RegrAvgY => "tet_regr_avgy",
+            CoMomentKind::RegrSxx => "tet_regr_sxx",
+            CoMomentKind::RegrSyy => "tet_regr_syy",
+            CoMomentKind::RegrSxy => "tet_regr_sxy",
         }
     }
 
     /// The statistic, NULL where DataFusion's is: no pairs (one, for the sample
     /// covariance and the correlation), or a correlation with a constant input. A
-    /// correlation of inputs that are all NaN is NaN; of one that has a NaN, NULL.
+    /// correlation of inputs that are all NaN is NaN; of one that has a NaN, NULL. The
+    /// regressions of `y` (the first input: `x`, `mean_x`, `m2_x` of the state) on `x`
+    /// (the second: `y`, `mean_y`, `m2_y`) are NULL without pairs and, for the slope,
+    /// intercept and R², with fewer than two or a constant `x` (or `y`, for R²).
     fn finish(self, m: CoMoment) -> Option<f64> {
         let n = m.n as f64;
+        // DataFusion tests the population variances.
+        let (var_x, var_y) = (m.m2_y / n, m.m2_x / n);
+        let slope = (m.c2 / n) / var_x;
+        let any = m.n > 0;
+        let fitted = m.n > 1 && var_x != 0.0;
         match self {
             CoMomentKind::CovarPop => (m.n > 0).then(|| m.c2 / n),
             CoMomentKind::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
@@ -109,6 +165,17 @@ impl CoMomentKind {
                 }
                 Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
             }
+            CoMomentKind::RegrSlope => fitted.then_some(slope),
+            CoMomentKind::RegrIntercept => fitted.then_some(m.mean_x - slope * m.mean_y),
+            CoMomentKind::RegrR2 => (fitted && var_y != 0.0).then(|| {
+                let cov = m.c2 / n;
+                (cov * cov) / (var_x * var_y)
+            }),
+            CoMomentKind::RegrAvgX => any.then_some(m.mean_y),
+            CoMomentKind::RegrAvgY => any.then_some(m.mean_x),
+            CoMomentKind::RegrSxx => any.then_some(m.m2_y),
+            CoMomentKind::RegrSyy => any.then_some(m.m2_x),
+            CoMomentKind::RegrSxy => any.then_some(m.c2),
         }
     }
 }

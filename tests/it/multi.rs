@@ -411,6 +411,11 @@ async fn folds_over_several_datasets_equal_datafusions_aggregate() {
                  covar_samp({x} * 2.0, {y}) FILTER (WHERE {y} > 0) FROM {from} GROUP BY {key}"
             ),
             format!("SELECT corr({x}, {y}), covar_pop({y}, {x} - {y}) FROM {from} WHERE {pred}"),
+            format!(
+                "SELECT {key}, regr_slope({x}, {y}), regr_intercept({y}, {x}), regr_r2({x}, {y}), \
+                 regr_avgx({x}, {y}), regr_avgy({x}, {y}), regr_sxx({x}, {y}), regr_syy({x}, {y}), \
+                 regr_sxy({y}, {x} * 2.0) FROM {from} GROUP BY {key}"
+            ),
             // Weighted by an axis: products in f64 and, all in Float32, in f32.
             format!(
                 "SELECT {key}, sum({x} * {y} * cos(radians({w}))), avg(({x} - {y}) * ({w} + 1.0)), \
