@@ -25,28 +25,6 @@ pub struct Moments {
 }
 
 impl Moments {
-    /// The state of pairs `(x[i], y[i])` (`x` and `y` of one length), by two passes: the
-    /// means, then the sums of squared and multiplied deviations from them (each a loop
-    /// of [`L`] lanes over one or two inputs, so that it vectorizes).
-    #[inline(always)]
-    pub fn of<X: Elem, Y: Elem>(x: &[X], y: &[Y]) -> CoMoment {
-        let n = x.len().min(y.len());
-        if n == 0 {
-            return CoMoment::default();
-        }
-        let (x, y) = (&x[..n], &y[..n]);
-        let mean_x = lane_sum(x, |v| v) / n as f64;
-        let mean_y = lane_sum(y, |v| v) / n as f64;
-        CoMoment {
-            n: n as u64,
-            mean_x,
-            mean_y,
-            m2_x: lane_sum(x, |v| (v - mean_x) * (v - mean_x)),
-            m2_y: lane_sum(y, |v| (v - mean_y) * (v - mean_y)),
-            c2: lane_dot(x, y, |a, b| (a - mean_x) * (b - mean_y)),
-        }
-    }
-
     /// Merge another state (Chan et al.).
     pub fn merge(&mut self, n: u64, mean: f64, m2: f64) {
         if n == 0 {
@@ -162,54 +140,6 @@ impl CoMoment {
         self.c2 += b.c2 + dx * dy * w;
         self.n += b.n;
     }
-}
-
-/// `Σ f(x[i])` over [`L`] lanes (combined pairwise at the end).
-#[inline(always)]
-fn lane_sum<X: Elem>(x: &[X], f: impl Fn(f64) -> f64) -> f64 {
-    let mut s = [0f64; L];
-    let c = x.chunks_exact(L);
-    let r = c.remainder();
-    for a in c {
-        for i in 0..L {
-            s[i] += f(a[i].f());
-        }
-    }
-    for (i, v) in r.iter().enumerate() {
-        s[i] += f(v.f());
-    }
-    lanes_total(s)
-}
-
-/// `Σ f(x[i], y[i])` over [`L`] lanes.
-#[inline(always)]
-fn lane_dot<X: Elem, Y: Elem>(x: &[X], y: &[Y], f: impl Fn(f64, f64) -> f64) -> f64 {
-    let mut s = [0f64; L];
-    let (cx, cy) = (x.chunks_exact(L), y.chunks_exact(L));
-    let (rx, ry) = (cx.remainder(), cy.remainder());
-    for (a, b) in cx.zip(cy) {
-        for i in 0..L {
-            s[i] += f(a[i].f(), b[i].f());
-        }
-    }
-    for (i, (a, b)) in rx.iter().zip(ry).enumerate() {
-        s[i] += f(a.f(), b.f());
-    }
-    lanes_total(s)
-}
-
-/// The lanes added pairwise.
-#[inline(always)]
-fn lanes_total(s: [f64; L]) -> f64 {
-    let mut w = s;
-    let mut k = L;
-    while k > 1 {
-        k /= 2;
-        for i in 0..k {
-            w[i] += w[i + k];
-        }
-    }
-    w[0]
 }
 
 /// Which statistics the aggregates need.
