@@ -230,20 +230,11 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
     // The native floor: benches/floor.c built for this machine (TET_FLOOR_BIN), over the
     // payload bytes, which this cube stores contiguously.
     if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
-        let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
-        let end = entries
-            .iter()
-            .map(|e| e.payload_offset + e.stored_byte_len)
-            .max()
-            .unwrap_or(0);
-        let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
-        assert_eq!(stored, end - start, "the floor needs contiguous raw payloads");
-        let out = std::process::Command::new(bin)
-            .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
-            .output()?;
-        let line = String::from_utf8_lossy(&out.stdout);
-        eprintln!("native floor {line}");
-        report("floor_native_c", "full_mean", vec![json_number(&line, "median_s")]);
+        report(
+            "floor_native_c",
+            "full_mean",
+            vec![native_floor(&bin, tet, &entries, reps)?],
+        );
     }
     time_queries(tet, parquet, reps, slice).await
 }
@@ -284,20 +275,11 @@ async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     }
     let slice = (file.dataset("a").map_err(to_df)?.shape()[0] / 8).max(1);
     if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
-        let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
-        let end = entries
-            .iter()
-            .map(|e| e.payload_offset + e.stored_byte_len)
-            .max()
-            .unwrap_or(0);
-        let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
-        assert_eq!(stored, end - start, "the floor needs both payloads raw and contiguous");
-        let out = std::process::Command::new(bin)
-            .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
-            .output()?;
-        let line = String::from_utf8_lossy(&out.stdout);
-        eprintln!("native floor over both payloads {line}");
-        report("floor_native_c", "both_payloads", vec![json_number(&line, "median_s")]);
+        report(
+            "floor_native_c",
+            "both_payloads",
+            vec![native_floor(&bin, tet, &entries, reps)?],
+        );
     }
     let m = format!("tet('{tet}', 'a', 'b')");
     let (x, y) = (format!("tet('{tet}', 'a')"), format!("tet('{tet}', 'b')"));
@@ -349,6 +331,30 @@ async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The median seconds of the native floor `bin` (benches/floor.c) summing the payloads of
+/// `entries`, which must be raw and stored one after another in `tet`.
+fn native_floor(
+    bin: &str,
+    tet: &str,
+    entries: &[&datafusion_tet::format::ChunkEntry],
+    reps: usize,
+) -> datafusion::error::Result<f64> {
+    let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
+    let end = entries
+        .iter()
+        .map(|e| e.payload_offset + e.stored_byte_len)
+        .max()
+        .unwrap_or(0);
+    let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
+    assert_eq!(stored, end - start, "the floor needs contiguous raw payloads");
+    let out = std::process::Command::new(bin)
+        .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
+        .output()?;
+    let line = String::from_utf8_lossy(&out.stdout);
+    eprintln!("native floor over {stored} bytes {line}");
+    Ok(json_number(&line, "median_s"))
 }
 
 /// The number after `"key": ` in a floor program's JSON line (NaN when absent).

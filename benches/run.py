@@ -77,6 +77,30 @@ def cube(T, LAT, LON):
     return (base + daily + ripple).astype("<f4")
 
 
+def write_parquet(path, cubes):
+    """Cubes [T, LAT, LON] (name -> array) as long-format Parquet: time, lat, lon, then a
+    column per cube; row groups of 16 time steps."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    T, LAT, LON = next(iter(cubes.values())).shape
+    lat_vals = np.linspace(-90.0, 90.0, LAT).astype("f4")
+    lon_vals = (np.arange(LON) * 360.0 / LON).astype("f4")
+    writer = None
+    for t0 in range(0, T, 16):
+        t1 = min(T, t0 + 16)
+        n = (t1 - t0) * LAT * LON
+        table = pa.table({
+            "time": np.repeat(np.arange(t0, t1, dtype=np.int64), LAT * LON),
+            "lat": np.tile(np.repeat(lat_vals, LON), t1 - t0),
+            "lon": np.tile(lon_vals, (t1 - t0) * LAT),
+        } | {name: c[t0:t1].reshape(n) for name, c in cubes.items()})
+        writer = writer or pq.ParquetWriter(path, table.schema, compression="snappy")
+        writer.write_table(table)
+    writer.close()
+
+
 MULTI_HEADING = "## Two variables"
 MULTI_QUERIES = ["diff_by_lat", "weighted_product", "corr", "join_diff_by_lat", "diff_by_lat_sliced",
                  "join_diff_by_lat_sliced"]
@@ -89,8 +113,6 @@ def multi(a, d, driver, tet_sql, floor_bin):
     """Two variables of the cube's shape (datasets a and b of one file): ours vs the peers."""
     import duckdb
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     import xarray as xr
 
     T, LAT, LON = a.time, a.lat, a.lon
@@ -111,20 +133,7 @@ def multi(a, d, driver, tet_sql, floor_bin):
     lat_vals = np.linspace(-90.0, 90.0, LAT).astype("f4")
     lon_vals = (np.arange(LON) * 360.0 / LON).astype("f4")
     if not parq2.exists():
-        writer = None
-        for t0 in range(0, T, 16):
-            t1 = min(T, t0 + 16)
-            n = (t1 - t0) * LAT * LON
-            table = pa.table({
-                "time": np.repeat(np.arange(t0, t1, dtype=np.int64), LAT * LON),
-                "lat": np.tile(np.repeat(lat_vals, LON), t1 - t0),
-                "lon": np.tile(lon_vals, (t1 - t0) * LAT),
-                "a": A[t0:t1].reshape(n),
-                "b": B[t0:t1].reshape(n),
-            })
-            writer = writer or pq.ParquetWriter(parq2, table.schema, compression="snappy")
-            writer.write_table(table)
-        writer.close()
+        write_parquet(parq2, {"a": A, "b": B})
     for p in (tet2, parq2):
         with open(p, "rb") as f:
             while f.read(64 << 20):
@@ -253,8 +262,6 @@ def main():
     import duckdb
     import xarray as xr
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     import tet
 
     d = Path(a.dir)
@@ -284,21 +291,7 @@ def main():
             subprocess.check_call(driver + ["write-tet", str(raw), str(path), str(T), str(LAT), str(LON), codec])
             raw.unlink()
     if not parq.exists():
-        lat_vals = np.linspace(-90.0, 90.0, LAT).astype("f4")
-        lon_vals = (np.arange(LON) * 360.0 / LON).astype("f4")
-        writer = None
-        for t0 in range(0, T, 16):  # row groups of 16 time steps
-            t1 = min(T, t0 + 16)
-            n = (t1 - t0) * LAT * LON
-            table = pa.table({
-                "time": np.repeat(np.arange(t0, t1, dtype=np.int64), LAT * LON),
-                "lat": np.tile(np.repeat(lat_vals, LON), t1 - t0),
-                "lon": np.tile(lon_vals, (t1 - t0) * LAT),
-                "v": arr[t0:t1].reshape(n),
-            })
-            writer = writer or pq.ParquetWriter(parq, table.schema, compression="snappy")
-            writer.write_table(table)
-        writer.close()
+        write_parquet(parq, {"v": arr})
     # Warm the page cache.
     for p in (tetf, tetz, parq):
         with open(p, "rb") as f:

@@ -709,6 +709,14 @@ impl FoldJob {
             let mut cell_base = 0usize;
             for slab in task.slabs(slab_cells) {
                 let slab = &slab;
+                let walk = CellWalk {
+                    table,
+                    gi: &gi,
+                    task: slab,
+                    start: &start,
+                    cells,
+                    cell_base,
+                };
                 for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
                     let tile = tile.as_ref();
                     match &input.source {
@@ -722,18 +730,7 @@ impl FoldJob {
                                 at: vec![0; BLOCK],
                             };
                             let columns = program.columns();
-                            walk_cells(
-                                table,
-                                &gi,
-                                slab,
-                                &start,
-                                cells,
-                                cell_base,
-                                columns,
-                                *range,
-                                None,
-                                &mut kernel,
-                            )?
+                            walk.run(columns, *range, None, &mut kernel)?
                         }
                         Source::Weighted {
                             weight,
@@ -768,18 +765,7 @@ impl FoldJob {
                                 products: vec![0.0; BLOCK],
                             };
                             let (columns, split) = (program.columns(), Some(axis));
-                            walk_cells(
-                                table,
-                                &gi,
-                                slab,
-                                &start,
-                                cells,
-                                cell_base,
-                                columns,
-                                *range,
-                                split,
-                                &mut kernel,
-                            )?
+                            walk.run(columns, *range, split, &mut kernel)?
                         }
                         Source::Evaluated { .. } => {}
                     }
@@ -796,18 +782,7 @@ impl FoldJob {
                             sy: y.scratch(),
                             at: vec![0; BLOCK],
                         };
-                        walk_cells(
-                            table,
-                            &gi,
-                            slab,
-                            &start,
-                            cells,
-                            cell_base,
-                            &columns,
-                            *range,
-                            None,
-                            &mut kernel,
-                        )?
+                        walk.run(&columns, *range, None, &mut kernel)?
                     }
                 }
                 cell_base += slab.cells as usize;
@@ -1213,53 +1188,67 @@ trait CellKernel {
     fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool;
 }
 
-/// Walk the segments of `task` (a task, or a slab of one whose first cell is the task's
-/// cell `cell_base`), split at each position of axis `split` if any, with `kernel` over
-/// `cells`: a dataset's stored values kept by its missing rule and `range`, or the
-/// aligned cells of value columns `columns`.
-#[allow(clippy::too_many_arguments)]
-fn walk_cells<K: CellKernel>(
-    table: &TableModel,
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
-    cells: TaskCells,
+/// The cells of a task (or a slab of one: its first cell is the task's cell `cell_base`)
+/// that the compiled kernels walk.
+struct CellWalk<'a> {
+    table: &'a TableModel,
+    gi: &'a GroupIndex,
+    task: &'a ChunkTask,
+    start: &'a [u64],
+    cells: TaskCells<'a>,
     cell_base: usize,
-    columns: &[usize],
-    range: Option<KeyRange>,
-    split: Option<usize>,
-    kernel: &mut K,
-) -> Result<()> {
-    let mut negative = false;
-    match cells {
-        TaskCells::Tile(None) => return internal_err!("TetAggregateExec: an expression of v without its tile"),
-        TaskCells::Tile(Some(tile)) => with_dtype!(table.dataset().dtype(), T => {
-            let keep = Keep {
-                missing: Missing::<T>::of(&table.value().missing),
-                range,
-            };
-            let t = elements::<T>(tile);
-            walk_segments(gi, task, start, split, |s| {
-                let run = StoredRun {
-                    x: &t[s.tile_offset..s.tile_offset + s.len],
-                    packing: table.value().packing,
-                    keep: &keep,
+}
+
+impl CellWalk<'_> {
+    /// Walk the segments, split at each position of axis `split` if any, with `kernel`
+    /// over a dataset's stored values kept by its missing rule and `range`, or the
+    /// aligned cells of value columns `columns`.
+    fn run<K: CellKernel>(
+        &self,
+        columns: &[usize],
+        range: Option<KeyRange>,
+        split: Option<usize>,
+        kernel: &mut K,
+    ) -> Result<()> {
+        let CellWalk {
+            table,
+            gi,
+            task,
+            start,
+            cells,
+            cell_base,
+        } = *self;
+        let mut negative = false;
+        match cells {
+            TaskCells::Tile(None) => return internal_err!("TetAggregateExec: an expression of v without its tile"),
+            TaskCells::Tile(Some(tile)) => with_dtype!(table.dataset().dtype(), T => {
+                let keep = Keep {
+                    missing: Missing::<T>::of(&table.value().missing),
+                    range,
                 };
-                negative |= kernel.segment(&s, &run);
-            });
-        }),
-        TaskCells::Aligned(cells) => {
-            let mut run = cells.run(columns);
-            walk_segments(gi, task, start, split, |s| {
-                run.at(cell_base + s.cell_offset);
-                negative |= kernel.segment(&s, &run);
-            })
+                let t = elements::<T>(tile);
+                walk_segments(gi, task, start, split, |s| {
+                    let run = StoredRun {
+                        x: &t[s.tile_offset..s.tile_offset + s.len],
+                        packing: table.value().packing,
+                        keep: &keep,
+                    };
+                    negative |= kernel.segment(&s, &run);
+                });
+            }),
+            TaskCells::Aligned(cells) => {
+                let mut run = cells.run(columns);
+                walk_segments(gi, task, start, split, |s| {
+                    run.at(cell_base + s.cell_offset);
+                    negative |= kernel.segment(&s, &run);
+                })
+            }
         }
+        if negative {
+            return exec_err!("cannot take square root of a negative number");
+        }
+        Ok(())
     }
-    if negative {
-        return exec_err!("cannot take square root of a negative number");
-    }
-    Ok(())
 }
 
 /// A compiled expression folded into one input's accumulators.
