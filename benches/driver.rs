@@ -30,6 +30,7 @@ const QUERIES: &[(&str, &str)] = &[
     ("full_mean", "SELECT avg(v) FROM t"),
     ("by_lat", "SELECT lat, avg(v) FROM t GROUP BY lat"),
     ("by_time", "SELECT time, avg(v) FROM t GROUP BY time"),
+    ("by_lon", "SELECT lon, avg(v) FROM t GROUP BY lon"),
     (
         "by_lat_sliced",
         "SELECT lat, avg(v) FROM t WHERE time < {SLICE} GROUP BY lat",

@@ -16,8 +16,8 @@ use super::ChunkFeed;
 use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
-    Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_dot, fold_elementwise,
-    fold_run, fold_value, fold_weighted_run,
+    Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
+    fold_elementwise, fold_run, fold_value, fold_weighted_run,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
@@ -1008,7 +1008,7 @@ fn fold_pair(
             }
             let g = match s.target {
                 Target::One(g) => g,
-                Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+                Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
             };
             acc[g].add(xv[k], yv[k]);
         }
@@ -1033,7 +1033,7 @@ fn fold_stored(
                 acc.cells[g] += s.len as u64;
                 acc.n[g] += s.len as u64;
             }
-            Target::Each { base, stride, ids } => {
+            Target::Each { base, stride, ids, .. } => {
                 for &id in ids {
                     acc.cells[base + id as usize * stride] += 1;
                     acc.n[base + id as usize * stride] += 1;
@@ -1100,7 +1100,7 @@ fn fold_weighted(
                 let p = p + if inner { i } else { 0 };
                 let g = match s.target {
                     Target::One(g) => g,
-                    Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+                    Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
                 };
                 acc.cells[g] += 1;
                 if valid[p] {
@@ -1162,7 +1162,7 @@ impl WeightedWalk<'_> {
                     fold_dot(acc, g, run, keep, product, move |_| w)
                 }
                 (Target::One(g), true) => fold_dot(acc, g, run, keep, product, |i| weight(p + i)),
-                (Target::Each { base, stride, ids }, _) => {
+                (Target::Each { base, stride, ids, .. }, _) => {
                     for (i, x) in run.iter().enumerate() {
                         let g = base + ids[i] as usize * stride;
                         let q = if inner { p + i } else { p };
@@ -1363,7 +1363,7 @@ multiversion! {
                     fold_run(acc, g, &products[..q], &Keep::default());
                     acc.cells[g] += (rows - q) as u64;
                 }
-                Target::Each { base, stride, ids } => {
+                Target::Each { base, stride, ids, .. } => {
                     let group = |i: usize| base + ids[i] as usize * stride;
                     if !ranged {
                         (from..from + n).for_each(|i| acc.cells[group(i)] += 1);
@@ -1408,7 +1408,7 @@ multiversion! {
             let (xs, ys) = (X::result(scratch.0, m), Y::result(scratch.1, m));
             match s.target {
                 Target::One(g) => acc[g].merge(CoMoment::of(xs, ys)),
-                Target::Each { base, stride, ids } => {
+                Target::Each { base, stride, ids, .. } => {
                     for (j, (x, y)) in xs.iter().zip(ys).enumerate() {
                         let i = kept.map_or(j, |a| a[j] as usize);
                         acc[base + ids[from + i] as usize * stride].add(x.f(), y.f());
@@ -1491,7 +1491,7 @@ multiversion! {
                         acc.cells[g] += (n - m) as u64;
                     }
                 }
-                Target::Each { base, stride, ids } => {
+                Target::Each { base, stride, ids, .. } => {
                     let group = |i: usize| base + ids[from + i] as usize * stride;
                     if !ranged {
                         (0..n).for_each(|i| acc.cells[group(i)] += 1);
@@ -1515,7 +1515,13 @@ multiversion! {
 fn fold_segment<T: Elem>(acc: &mut Accumulators, s: &Segment, run: &[T], keep: &Keep<T>) {
     match s.target {
         Target::One(g) => fold_run(acc, g, run, keep),
-        Target::Each { base, stride, ids } => fold_elementwise(acc, run, keep, |i| base + ids[i] as usize * stride),
+        Target::Each {
+            base,
+            stride: 1,
+            ids: &[first, ..],
+            consecutive: true,
+        } => fold_consecutive(acc, base + first as usize, run, keep),
+        Target::Each { base, stride, ids, .. } => fold_elementwise(acc, run, keep, |i| base + ids[i] as usize * stride),
     }
 }
 
@@ -1600,7 +1606,7 @@ fn fold_evaluated(
             }
             let g = match s.target {
                 Target::One(g) => g,
-                Target::Each { base, stride, ids } => base + ids[i] as usize * stride,
+                Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
             };
             acc.cells[g] += 1;
             if nulls.as_ref().is_some_and(|n| n.is_null(k)) {

@@ -31,6 +31,10 @@ pub struct GroupIndex {
     stride: Vec<usize>,
     /// Per axis: number of distinct tuples (1 when not grouped).
     tuples: Vec<usize>,
+    /// Per axis: its selected positions have consecutive ids (the axis is its own only
+    /// key: a position's id is its rank among the selected ones), so a run of them folds
+    /// into consecutive groups.
+    consecutive: Vec<bool>,
     /// Per group key (output order): its value for each tuple id of its axis.
     keys: Vec<ArrayRef>,
     /// Per group key: its axis.
@@ -49,6 +53,7 @@ impl GroupIndex {
         let mut firsts = vec![0u64; n];
         let mut stride = vec![0usize; n];
         let mut tuples = vec![1usize; n];
+        let mut consecutive = vec![false; n];
         let mut keys: Vec<Option<ArrayRef>> = vec![None; aggregation.groups.len()];
         let mut s = 1usize;
         for d in aggregation.grouped_axes().into_iter().rev() {
@@ -73,6 +78,7 @@ impl GroupIndex {
                 .collect::<Vec<_>>()[..]
             {
                 let r: Vec<u32> = (0..pos.len() as u32).collect();
+                consecutive[d] = true;
                 (r.clone(), r)
             } else {
                 let fields = columns.iter().map(|c| SortField::new(c.data_type().clone())).collect();
@@ -113,6 +119,7 @@ impl GroupIndex {
             first: firsts,
             stride,
             tuples,
+            consecutive,
             keys: keys
                 .into_iter()
                 .map(|k| k.expect("every key is on a grouped axis"))
@@ -224,8 +231,14 @@ fn span_of(table: &TableModel, d: usize, selection: &AxisSelection, why: &str) -
 pub enum Target<'a> {
     /// Every cell into group `g`.
     One(usize),
-    /// Cell `i` into group `base + ids[i] · stride`.
-    Each { base: usize, stride: usize, ids: &'a [u32] },
+    /// Cell `i` into group `base + ids[i] · stride`; with `consecutive`, `ids[i]` is
+    /// `ids[0] + i`.
+    Each {
+        base: usize,
+        stride: usize,
+        ids: &'a [u32],
+        consecutive: bool,
+    },
 }
 
 /// A stretch of selected cells: contiguous in the tile (from `tile_offset`) and in the
@@ -263,15 +276,16 @@ pub fn walk_segments<'a>(
         None => 0,
     };
     if let Some(ids) = &gi.ids[last] {
-        let stride = gi.stride[last];
+        let (stride, consecutive) = (gi.stride[last], gi.consecutive[last]);
         while let Some(r) = runs.next() {
             let base: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
             let at = |i: usize| position(runs.outer(), r.first, i);
             let p0 = (start[last] + r.first - gi.first[last]) as usize;
             let ids = &ids[p0..p0 + r.len as usize];
             let (off, len) = (r.offset as usize, r.len as usize);
-            // Stretches of equal ids: long ones as runs, the rest element-wise.
-            let mut i = 0;
+            // Stretches of equal ids: long ones as runs, the rest element-wise (consecutive
+            // ids have none: the whole run is one element-wise stretch).
+            let mut i = if consecutive { len } else { 0 };
             let mut each_from = 0;
             while i < len {
                 let mut j = i + 1;
@@ -288,6 +302,7 @@ pub fn walk_segments<'a>(
                                 base,
                                 stride,
                                 ids: &ids[each_from..i],
+                                consecutive,
                             },
                             pos: at(each_from),
                         });
@@ -312,6 +327,7 @@ pub fn walk_segments<'a>(
                         base,
                         stride,
                         ids: &ids[each_from..],
+                        consecutive,
                     },
                     pos: at(each_from),
                 });

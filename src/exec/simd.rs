@@ -2,37 +2,33 @@
 //!
 //! The crate is built for the target's baseline (SSE2 on x86-64), so that one binary runs
 //! on any CPU of the architecture. The hot kernels ([`multiversion!`]) are compiled a
-//! second time with AVX2 and FMA enabled and a third time with AVX-512 (F, BW, DQ, VL) as
-//! well, and the widest copy the CPU has is picked per call. All copies run the same
-//! source with the same order of operations (explicit lanes, no reassociation, no fused
-//! multiply-add contraction), so their results are bit-identical; only the width of the
-//! registers differs. On aarch64 the baseline already includes NEON (128-bit lanes, which
-//! is all NEON has), so the portable copy is the vector one; other targets run the
+//! second time with AVX2 and FMA enabled and the copy is picked per call when the CPU has
+//! them. Both copies run the same source with the same order of operations (explicit
+//! lanes, no reassociation, no fused multiply-add contraction), so their results are
+//! bit-identical; only the width of the registers differs. On aarch64 the baseline
+//! already includes NEON, so the portable copy is the vector one; other targets run the
 //! portable copy.
 //!
-//! `TET_SIMD=portable` or `TET_SIMD=avx2` in the environment (read once per process)
-//! caps the copy, for comparisons and benchmarks.
+//! `TET_SIMD=portable` in the environment (read once per process) forces the portable
+//! copy, for comparisons and benchmarks.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level the kernels are compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
     /// The target's baseline (SSE2 on x86-64, NEON on aarch64).
     Portable,
     /// x86-64 with AVX2 and FMA.
     Avx2,
-    /// x86-64 with AVX-512 F, BW, DQ and VL (besides AVX2 and FMA): 512-bit registers.
-    Avx512,
 }
 
 impl Isa {
-    /// A short name (`"portable"`, `"avx2"`, `"avx512"`).
+    /// A short name (`"portable"`, `"avx2"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Portable => "portable",
             Isa::Avx2 => "avx2",
-            Isa::Avx512 => "avx512",
         }
     }
 }
@@ -40,44 +36,37 @@ impl Isa {
 const UNSET: u8 = 0;
 const PORTABLE: u8 = 1;
 const AVX2: u8 = 2;
-const AVX512: u8 = 3;
 
 static CHOSEN: AtomicU8 = AtomicU8::new(UNSET);
 
 /// The best level this CPU supports (ignoring `TET_SIMD`).
 pub fn detected() -> Isa {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx2") && has!("fma") {
-            if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
-                return Isa::Avx512;
-            }
-            return Isa::Avx2;
-        }
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        return Isa::Avx2;
     }
     Isa::Portable
 }
 
-/// The level the kernels run with: [`detected`], unless `TET_SIMD` or [`force`] chose a
-/// narrower copy.
+/// The level the kernels run with: [`detected`], unless `TET_SIMD=portable` or
+/// [`force`] chose the portable copy.
 #[inline(always)]
 pub fn current() -> Isa {
     match CHOSEN.load(Ordering::Relaxed) {
         PORTABLE => Isa::Portable,
         AVX2 => Isa::Avx2,
-        AVX512 => Isa::Avx512,
         _ => init(),
     }
 }
 
 #[cold]
 fn init() -> Isa {
-    force(match std::env::var("TET_SIMD").as_deref() {
+    let isa = match std::env::var("TET_SIMD").as_deref() {
         Ok("portable") => Isa::Portable,
-        Ok("avx2") => Isa::Avx2,
-        _ => Isa::Avx512,
-    })
+        _ => detected(),
+    };
+    store(isa);
+    isa
 }
 
 fn store(isa: Isa) {
@@ -85,7 +74,6 @@ fn store(isa: Isa) {
         match isa {
             Isa::Portable => PORTABLE,
             Isa::Avx2 => AVX2,
-            Isa::Avx512 => AVX512,
         },
         Ordering::Relaxed,
     );
@@ -94,13 +82,17 @@ fn store(isa: Isa) {
 /// Run the kernels with `isa` from now on (tests and benchmarks compare the copies).
 /// A level the CPU lacks falls back to [`detected`]; returns the level in force.
 pub fn force(isa: Isa) -> Isa {
-    let isa = isa.min(detected());
+    let isa = if isa == Isa::Avx2 && detected() != Isa::Avx2 {
+        detected()
+    } else {
+        isa
+    };
     store(isa);
     isa
 }
 
-/// Define a kernel compiled three times (portable and, on x86-64, AVX2 + FMA and
-/// AVX-512) that runs the copy [`current`] names. Generic parameters are listed in brackets and bounded in a
+/// Define a kernel compiled twice (portable and, on x86-64, AVX2 + FMA) that runs the
+/// copy [`current`] names. Generic parameters are listed in brackets and bounded in a
 /// bracketed `where` clause:
 ///
 /// ```ignore
@@ -124,15 +116,9 @@ macro_rules! multiversion {
                 fn avx2<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
                     portable::<$($g),*>($($arg),*)
                 }
-                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-                fn avx512<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-                    portable::<$($g),*>($($arg),*)
-                }
-                match $crate::exec::simd::current() {
-                    // SAFETY: `current` names a level only when the CPU has its features.
-                    $crate::exec::simd::Isa::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
-                    $crate::exec::simd::Isa::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
-                    $crate::exec::simd::Isa::Portable => {}
+                if $crate::exec::simd::current() == $crate::exec::simd::Isa::Avx2 {
+                    // SAFETY: `current` names AVX2 only when the CPU has AVX2 and FMA.
+                    return unsafe { avx2::<$($g),*>($($arg),*) };
                 }
             }
             portable::<$($g),*>($($arg),*)
@@ -149,10 +135,7 @@ mod tests {
     fn forcing_a_level_sticks_and_falls_back_to_what_the_cpu_has() {
         assert_eq!(force(Isa::Portable), Isa::Portable);
         assert_eq!(current(), Isa::Portable);
-        let avx2 = force(Isa::Avx2);
-        assert_eq!(avx2, Isa::Avx2.min(detected()));
-        assert_eq!(current(), avx2);
-        let best = force(Isa::Avx512);
+        let best = force(Isa::Avx2);
         assert_eq!(best, detected());
         assert_eq!(current(), best);
     }
