@@ -23,7 +23,7 @@
 //! `tet_covar_*`. Over a table of several datasets, every input is an expression of its
 //! value columns and axes, evaluated over the aligned tiles.
 
-use super::merge::{CoMomentKind, FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
+use super::merge::{FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec, weighted_program};
@@ -347,10 +347,10 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
                 r("max")
             }
             f if f.is_comoment() => {
-                let Some(kind) = CoMomentKind::of(f) else {
+                let Some(merge) = MergeCoMoments::new(f) else {
                     return internal_err!("no merge of the co-moments of {}", f.name());
                 };
-                let udaf = AggregateUDF::from(MergeCoMoments::new(kind));
+                let udaf = AggregateUDF::from(merge);
                 let states = [
                     State::Count,
                     State::Mean,

@@ -68,133 +68,70 @@ pub fn merge_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
         .map(|k| MergeMoments::new(k).into())
         .collect();
     out.extend([false, true].map(|max| FloatExtreme::new(max).into()));
-    out.extend(CoMomentKind::ALL.map(|k| MergeCoMoments::new(k).into()));
+    out.extend(AggFunc::ALL.into_iter().filter_map(MergeCoMoments::new).map(Into::into));
     out
 }
 
-/// Which statistic a co-moment merge finishes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CoMomentKind {
-    Corr,
-    CovarPop,
-    CovarSamp,
-    /// The regressions `regr_*(y, x)` of the first input on the second.
-    RegrSlope,
-    RegrIntercept,
-    RegrR2,
-    RegrAvgX,
-    RegrAvgY,
-    RegrSxx,
-    RegrSyy,
-    RegrSxy,
-}
-
-impl CoMomentKind {
-    /// All of them, for registration.
-    pub const ALL: [CoMomentKind; 11] = [
-        CoMomentKind::Corr,
-        CoMomentKind::CovarPop,
-        CoMomentKind::CovarSamp,
-        CoMomentKind::RegrSlope,
-        CoMomentKind::RegrIntercept,
-        CoMomentKind::RegrR2,
-        CoMomentKind::RegrAvgX,
-        CoMomentKind::RegrAvgY,
-        CoMomentKind::RegrSxx,
-        CoMomentKind::RegrSyy,
-        CoMomentKind::RegrSxy,
-    ];
-
-    /// The merge of aggregate `f`, if it is a function of two inputs.
-    pub fn of(f: AggFunc) -> Option<CoMomentKind> {
-        Some(match f {
-            AggFunc::Corr => CoMomentKind::Corr,
-            AggFunc::CovarPop => CoMomentKind::CovarPop,
-            AggFunc::CovarSamp => CoMomentKind::CovarSamp,
-            AggFunc::RegrSlope => CoMomentKind::RegrSlope,
-            AggFunc::RegrIntercept => CoMomentKind::RegrIntercept,
-            AggFunc::RegrR2 => CoMomentKind::RegrR2,
-            AggFunc::RegrAvgX => CoMomentKind::RegrAvgX,
-            AggFunc::RegrAvgY => CoMomentKind::RegrAvgY,
-            AggFunc::RegrSxx => CoMomentKind::RegrSxx,
-            AggFunc::RegrSyy => CoMomentKind::RegrSyy,
-            AggFunc::RegrSxy => CoMomentKind::RegrSxy,
-            _ => return None,
-        })
-    }
-
-    /// Registered name.
-    pub fn udaf_name(self) -> &'static str {
-        match self {
-            CoMomentKind::Corr => "tet_corr",
-            CoMomentKind::CovarPop => "tet_covar_pop",
-            CoMomentKind::CovarSamp => "tet_covar_samp",
-            CoMomentKind::RegrSlope => "tet_regr_slope",
-            CoMomentKind::RegrIntercept => "tet_regr_intercept",
-            CoMomentKind::RegrR2 => "tet_regr_r2",
-            CoMomentKind::RegrAvgX => "tet_regr_avgx",
-            CoMomentKind::RegrAvgY => "tet_regr_avgy",
-            CoMomentKind::RegrSxx => "tet_regr_sxx",
-            CoMomentKind::RegrSyy => "tet_regr_syy",
-            CoMomentKind::RegrSxy => "tet_regr_sxy",
-        }
-    }
-
-    /// The statistic, NULL where DataFusion's is: no pairs (one, for the sample
-    /// covariance and the correlation), or a correlation with a constant input. A
-    /// correlation of inputs that are all NaN is NaN; of one that has a NaN, NULL. The
-    /// regressions of `y` (the first input: `x`, `mean_x`, `m2_x` of the state) on `x`
-    /// (the second: `y`, `mean_y`, `m2_y`) are NULL without pairs and, for the slope,
-    /// intercept and R², with fewer than two or a constant `x` (or `y`, for R²).
-    fn finish(self, m: CoMoment) -> Option<f64> {
-        let n = m.n as f64;
-        // DataFusion tests the population variances.
-        let (var_x, var_y) = (m.m2_y / n, m.m2_x / n);
-        let slope = (m.c2 / n) / var_x;
-        let any = m.n > 0;
-        let fitted = m.n > 1 && var_x != 0.0;
-        match self {
-            CoMomentKind::CovarPop => (m.n > 0).then(|| m.c2 / n),
-            CoMomentKind::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
-            CoMomentKind::Corr => {
-                if m.n > 0 && m.mean_x.is_nan() && m.mean_y.is_nan() {
-                    return Some(f64::NAN);
-                }
-                if m.n < 2 || m.mean_x.is_nan() || m.mean_y.is_nan() || m.m2_x == 0.0 || m.m2_y == 0.0 {
-                    return None;
-                }
-                Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
+/// The statistic co-moment aggregate `func` finishes with, NULL where DataFusion's is: no
+/// pairs (one, for the sample covariance and the correlation), or a correlation with a
+/// constant input. A correlation of inputs that are all NaN is NaN; of one that has a NaN,
+/// NULL. The regressions of `y` (the first input: `x`, `mean_x`, `m2_x` of the state) on
+/// `x` (the second: `y`, `mean_y`, `m2_y`) are NULL without pairs and, for the slope,
+/// intercept and R², with fewer than two or a constant `x` (or `y`, for R²). `None` for a
+/// function that is not a co-moment one ([`MergeCoMoments::new`] refuses those).
+fn finish_co_moments(func: AggFunc, m: CoMoment) -> Option<f64> {
+    let n = m.n as f64;
+    // DataFusion tests the population variances.
+    let (var_x, var_y) = (m.m2_y / n, m.m2_x / n);
+    let slope = (m.c2 / n) / var_x;
+    let any = m.n > 0;
+    let fitted = m.n > 1 && var_x != 0.0;
+    match func {
+        AggFunc::CovarPop => (m.n > 0).then(|| m.c2 / n),
+        AggFunc::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
+        AggFunc::Corr => {
+            if m.n > 0 && m.mean_x.is_nan() && m.mean_y.is_nan() {
+                return Some(f64::NAN);
             }
-            CoMomentKind::RegrSlope => fitted.then_some(slope),
-            CoMomentKind::RegrIntercept => fitted.then_some(m.mean_x - slope * m.mean_y),
-            CoMomentKind::RegrR2 => (fitted && var_y != 0.0).then(|| {
-                let cov = m.c2 / n;
-                (cov * cov) / (var_x * var_y)
-            }),
-            CoMomentKind::RegrAvgX => any.then_some(m.mean_y),
-            CoMomentKind::RegrAvgY => any.then_some(m.mean_x),
-            CoMomentKind::RegrSxx => any.then_some(m.m2_y),
-            CoMomentKind::RegrSyy => any.then_some(m.m2_x),
-            CoMomentKind::RegrSxy => any.then_some(m.c2),
+            if m.n < 2 || m.mean_x.is_nan() || m.mean_y.is_nan() || m.m2_x == 0.0 || m.m2_y == 0.0 {
+                return None;
+            }
+            Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
         }
+        AggFunc::RegrSlope => fitted.then_some(slope),
+        AggFunc::RegrIntercept => fitted.then_some(m.mean_x - slope * m.mean_y),
+        AggFunc::RegrR2 => (fitted && var_y != 0.0).then(|| {
+            let cov = m.c2 / n;
+            (cov * cov) / (var_x * var_y)
+        }),
+        AggFunc::RegrAvgX => any.then_some(m.mean_y),
+        AggFunc::RegrAvgY => any.then_some(m.mean_x),
+        AggFunc::RegrSxx => any.then_some(m.m2_y),
+        AggFunc::RegrSyy => any.then_some(m.m2_x),
+        AggFunc::RegrSxy => any.then_some(m.c2),
+        _ => None,
     }
 }
 
-/// The merge UDAF of one [`CoMomentKind`].
+/// The merge UDAF of one co-moment aggregate ([`AggFunc::is_comoment`]), registered as
+/// `tet_` and the function's name.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct MergeCoMoments {
-    kind: CoMomentKind,
+    func: AggFunc,
+    name: String,
     signature: Signature,
 }
 
 impl MergeCoMoments {
-    pub fn new(kind: CoMomentKind) -> Self {
+    /// The merge of `func`, if it is a function of two inputs.
+    pub fn new(func: AggFunc) -> Option<Self> {
         let mut types = vec![DataType::UInt64];
         types.extend(std::iter::repeat_n(DataType::Float64, 5));
-        MergeCoMoments {
-            kind,
+        func.is_comoment().then(|| MergeCoMoments {
+            func,
+            name: format!("tet_{}", func.name()),
             signature: Signature::exact(types, Volatility::Immutable),
-        }
+        })
     }
 }
 
@@ -203,7 +140,7 @@ const COMOMENT_FIELDS: [&str; 6] = ["n", "mean_x", "mean_y", "m2_x", "m2_y", "c2
 
 impl AggregateUDFImpl for MergeCoMoments {
     fn name(&self) -> &str {
-        self.kind.udaf_name()
+        &self.name
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -213,7 +150,7 @@ impl AggregateUDFImpl for MergeCoMoments {
     }
     fn accumulator(&self, _acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(CoMomentsAccumulator {
-            kind: self.kind,
+            func: self.func,
             m: CoMoment::default(),
         }))
     }
@@ -232,19 +169,19 @@ impl AggregateUDFImpl for MergeCoMoments {
 /// Accumulator of the co-moment merge UDAFs.
 #[derive(Debug)]
 struct CoMomentsAccumulator {
-    kind: CoMomentKind,
+    func: AggFunc,
     m: CoMoment,
 }
 
 impl Accumulator for CoMomentsAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let [n, rest @ ..] = values else {
-            return internal_err!("{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.kind.udaf_name());
+            return internal_err!("tet_{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.func.name());
         };
         let n = n.as_primitive::<UInt64Type>();
         let f: Vec<&arrow::array::Float64Array> = rest.iter().map(|a| a.as_primitive::<Float64Type>()).collect();
         if f.len() != 5 {
-            return internal_err!("{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.kind.udaf_name());
+            return internal_err!("tet_{} takes (n, mean_x, mean_y, m2_x, m2_y, c2)", self.func.name());
         }
         for i in 0..n.len() {
             if n.is_valid(i) && f.iter().all(|a| a.is_valid(i)) {
@@ -275,7 +212,7 @@ impl Accumulator for CoMomentsAccumulator {
         ])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(self.kind.finish(self.m)))
+        Ok(ScalarValue::Float64(finish_co_moments(self.func, self.m)))
     }
     fn size(&self) -> usize {
         std::mem::size_of::<Self>()
