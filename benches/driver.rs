@@ -68,6 +68,27 @@ fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusio
     datafusion::error::DataFusionError::External(Box::new(e))
 }
 
+/// Run `sql` once to warm up, then `reps` times, and report the times of the latter as
+/// `engine`'s for query `name`.
+async fn time_sql(
+    ctx: &SessionContext,
+    engine: &str,
+    name: &str,
+    sql: &str,
+    reps: usize,
+) -> datafusion::error::Result<()> {
+    ctx.sql(sql).await?.collect().await?; // warm-up
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let start = Instant::now();
+        let b = ctx.sql(sql).await?.collect().await?;
+        times.push(start.elapsed().as_secs_f64());
+        assert!(!b.is_empty());
+    }
+    report(engine, name, times);
+    Ok(())
+}
+
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
 fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> datafusion::error::Result<()> {
     write_cubes(&[("temp", raw)], out, t, lat, lon, zstd)
@@ -315,20 +336,12 @@ async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
                 .replace("{x}", &x)
                 .replace("{y}", &y)
                 .replace("{SLICE}", &slice.to_string());
-            ctx.sql(&sql).await?.collect().await?; // warm-up
             let reps = if engine == "datafusion_hash_join" {
                 reps.min(3)
             } else {
                 reps
             };
-            let mut times = Vec::new();
-            for _ in 0..reps {
-                let start = Instant::now();
-                let b = ctx.sql(&sql).await?.collect().await?;
-                times.push(start.elapsed().as_secs_f64());
-                assert!(!b.is_empty());
-            }
-            report(engine, name, times);
+            time_sql(&ctx, engine, name, &sql, reps).await?;
         }
     }
     Ok(())
@@ -393,15 +406,7 @@ async fn time_queries(tet: &str, parquet: Option<&str>, reps: usize, slice: u64)
         }
         for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
             let sql = sql.replace("{SLICE}", &slice.to_string());
-            ctx.sql(&sql).await?.collect().await?; // warm-up
-            let mut times = Vec::new();
-            for _ in 0..reps {
-                let start = Instant::now();
-                let b = ctx.sql(&sql).await?.collect().await?;
-                times.push(start.elapsed().as_secs_f64());
-                assert!(!b.is_empty());
-            }
-            report(engine, name, times);
+            time_sql(&ctx, engine, name, &sql, reps).await?;
         }
     }
     Ok(())
