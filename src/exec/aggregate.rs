@@ -812,6 +812,7 @@ impl FoldJob {
                 fold_pair(acc, &gi, &task, &start, &x, &y, masks)?
             }
         }
+        accs.iter_mut().for_each(Accumulators::settle);
         Ok((accs, pairs, gi))
     }
 

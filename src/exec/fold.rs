@@ -200,6 +200,13 @@ pub struct Accumulators {
     pub nan: Vec<u8>,
     pub mean: Vec<f64>,
     pub m2: Vec<f64>,
+    /// Counts not yet added to `cells` and `n`, as a difference array over the groups
+    /// (entry `g` adds to every group from `g` on, wrapping): a run of consecutive groups
+    /// whose elements all count adds one to each of its groups in two entries instead of
+    /// two passes over the groups. Empty until [`fold_consecutive`] defers a count;
+    /// [`Accumulators::settle`] adds it in. Never used with `needs.moments` (Welford
+    /// reads `n` as it folds).
+    pending: Vec<u64>,
 }
 
 impl Accumulators {
@@ -231,13 +238,36 @@ impl Accumulators {
             },
             mean: v(needs.moments, 0.0),
             m2: v(needs.moments, 0.0),
+            pending: vec![],
         }
     }
 
-    /// Bytes [`Accumulators::new`] allocates for `groups` groups (saturating), so that a
+    /// Count one cell and one value in each of the groups `g..g + len` (not yet: see
+    /// `pending`).
+    #[inline(always)]
+    fn count_later(&mut self, g: usize, len: usize) {
+        if self.pending.is_empty() {
+            self.pending = vec![0; self.len() + 1];
+        }
+        self.pending[g] = self.pending[g].wrapping_add(1);
+        self.pending[g + len] = self.pending[g + len].wrapping_sub(1);
+    }
+
+    /// Add the deferred counts into `cells` and `n`; call before reading them.
+    pub fn settle(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let mut runs = 0u64;
+        for ((d, c), n) in pending.iter().zip(self.cells.iter_mut()).zip(self.n.iter_mut()) {
+            runs = runs.wrapping_add(*d);
+            *c += runs;
+            *n += runs;
+        }
+    }
+
+    /// Bytes the accumulators of `groups` groups allocate at most (saturating), so that a
     /// caller can reserve them before allocating.
     pub fn bytes(groups: usize, needs: Needs, float: bool) -> usize {
-        let per_group = 16 // cells, n
+        let per_group = 24 // cells, n, pending
             + 8 * (needs.fsum as usize + needs.isum as usize + 2 * needs.moments as usize)
             + if !needs.min_max {
                 0
@@ -246,7 +276,7 @@ impl Accumulators {
             } else {
                 32 // imin, imax
             };
-        groups.saturating_mul(per_group)
+        groups.saturating_mul(per_group).saturating_add(8)
     }
 
     /// Bytes held by the accumulators' vectors.
@@ -265,6 +295,7 @@ impl Accumulators {
             + b(&self.nan)
             + b(&self.mean)
             + b(&self.m2)
+            + b(&self.pending)
     }
 
     /// Number of groups.
@@ -292,6 +323,14 @@ impl Accumulators {
 
     /// Merge `other` (same groups) into `self`.
     pub fn merge(&mut self, other: &Accumulators) {
+        if !other.pending.is_empty() {
+            if self.pending.is_empty() {
+                self.pending = vec![0; self.len() + 1];
+            }
+            for (a, b) in self.pending.iter_mut().zip(&other.pending) {
+                *a = a.wrapping_add(*b);
+            }
+        }
         for g in 0..self.len() {
             let nb = other.n[g];
             self.cells[g] += other.cells[g];
@@ -803,29 +842,48 @@ multiversion! {
         }
         let missing = &keep.missing;
         match (missing.values.as_slice(), missing.nan, keep.range) {
-            ([], false, None) => consecutive(acc, g, run, false, |_| true),
+            ([], false, None) => {
+                acc.count_later(g, run.len());
+                consecutive(acc, g, run, Counts::Done, |_| true)
+            }
             #[allow(clippy::eq_op)]
-            ([], true, None) => consecutive(acc, g, run, false, |x| x == x),
-            (&[fv], false, None) => consecutive(acc, g, run, false, |x| x != fv),
-            _ => consecutive(acc, g, run, keep.range.is_some(), |x| keep.test(x)),
+            ([], true, None) => consecutive(acc, g, run, Counts::Each, |x| x == x),
+            (&[fv], false, None) => consecutive(acc, g, run, Counts::Each, |x| x != fv),
+            (_, _, None) => consecutive(acc, g, run, Counts::Each, |x| keep.test(x)),
+            (_, _, Some(_)) => consecutive(acc, g, run, Counts::Kept, |x| keep.test(x)),
         }
     }
 }
 
-/// [`fold_consecutive`] taking the elements `ok` accepts; `ranged`: only those count as
-/// cells (a range's comparison is never true of a NULL).
+/// How [`consecutive`] counts cells and values.
+#[derive(Clone, Copy, PartialEq)]
+enum Counts {
+    /// Already counted (deferred: every element counts).
+    Done,
+    /// Every element is a cell; the ones `ok` takes are values.
+    Each,
+    /// Only the elements `ok` takes are cells and values (a range's comparison is never
+    /// true of a NULL).
+    Kept,
+}
+
+/// [`fold_consecutive`] taking the elements `ok` accepts.
 #[inline(always)]
-fn consecutive<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], ranged: bool, ok: impl Fn(T) -> bool) {
+fn consecutive<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], counts: Counts, ok: impl Fn(T) -> bool) {
     let (needs, groups) = (acc.needs, g..g + run.len());
-    if ranged {
-        for (c, &x) in acc.cells[groups.clone()].iter_mut().zip(run) {
-            *c += ok(x) as u64;
+    match counts {
+        Counts::Done => {}
+        Counts::Each => acc.cells[groups.clone()].iter_mut().for_each(|c| *c += 1),
+        Counts::Kept => {
+            for (c, &x) in acc.cells[groups.clone()].iter_mut().zip(run) {
+                *c += ok(x) as u64;
+            }
         }
-    } else {
-        acc.cells[groups.clone()].iter_mut().for_each(|c| *c += 1);
     }
-    for (n, &x) in acc.n[groups.clone()].iter_mut().zip(run) {
-        *n += ok(x) as u64;
+    if counts != Counts::Done {
+        for (n, &x) in acc.n[groups.clone()].iter_mut().zip(run) {
+            *n += ok(x) as u64;
+        }
     }
     if needs.fsum {
         for (s, &x) in acc.fsum[groups.clone()].iter_mut().zip(run) {
@@ -1040,9 +1098,12 @@ mod tests {
                 min_max,
                 moments,
             };
+            // With the deferred counts allocated.
+            let mut all = Accumulators::new(37, needs, float);
+            all.count_later(0, 37);
             assert_eq!(
                 Accumulators::bytes(37, needs, float),
-                Accumulators::new(37, needs, float).held_bytes(),
+                all.held_bytes(),
                 "{needs:?}, float {float}"
             );
         }
@@ -1196,6 +1257,14 @@ mod tests {
                         fold_elementwise(&mut want, &vals[w.clone()], k, |i| g + i);
                         fold_consecutive(&mut got, g, &vals[w], k);
                     }
+                    // Merged twice before settling: the deferred counts merge too.
+                    let mut twice = Accumulators::new(n, needs, T::FLOAT);
+                    twice.merge(&got);
+                    twice.merge(&got);
+                    twice.settle();
+                    got.settle();
+                    let double = |v: &[u64]| v.iter().map(|c| 2 * c).collect::<Vec<_>>();
+                    assert_eq!((twice.cells, twice.n), (double(&want.cells), double(&want.n)));
                     assert_eq!(format!("{got:?}"), format!("{want:?}"), "{needs:?} {k:?}");
                 }
             }
@@ -1427,6 +1496,7 @@ mod tests {
                     let mut acc = Accumulators::new(vals.len(), needs, T::FLOAT);
                     fold_consecutive(&mut acc, 0, vals, &k);
                     fold_consecutive(&mut acc, 5, &vals[..vals.len() - 9], &k);
+                    acc.settle();
                     out += &format!("{acc:?}");
                 }
             }
