@@ -1264,7 +1264,7 @@ impl CellKernel for ProgramKernel<'_> {
     #[inline(always)]
     fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
         let (acc, p, scratch, at) = (&mut *self.acc, self.program, &mut self.scratch, &mut self.at[..]);
-        match p.ty() {
+        match p.eval_ty() {
             Ty::F64 => fold_program_run::<C, f64>(acc, s, cells, p, scratch, at),
             Ty::F32 => fold_program_run::<C, f32>(acc, s, cells, p, scratch, at),
         }
@@ -1286,7 +1286,7 @@ impl CellKernel for PairKernel<'_> {
     fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
         let (acc, at) = (&mut *self.acc, &mut self.at[..]);
         let (x, y, sx, sy) = (self.x, self.y, &mut self.sx, &mut self.sy);
-        match (x.ty(), y.ty()) {
+        match (x.eval_ty(), y.eval_ty()) {
             (Ty::F64, Ty::F64) => fold_pair_run::<C, f64, f64>(acc, s, cells, (x, y), (sx, sy), at),
             (Ty::F64, Ty::F32) => fold_pair_run::<C, f64, f32>(acc, s, cells, (x, y), (sx, sy), at),
             (Ty::F32, Ty::F64) => fold_pair_run::<C, f32, f64>(acc, s, cells, (x, y), (sx, sy), at),
@@ -1313,7 +1313,7 @@ struct WeightedProgramKernel<'a> {
 impl CellKernel for WeightedProgramKernel<'_> {
     #[inline(always)]
     fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
-        match self.program.ty() {
+        match self.program.eval_ty() {
             Ty::F64 => fold_weighted_program_run::<C, f64>(self, s, cells),
             Ty::F32 => fold_weighted_program_run::<C, f32>(self, s, cells),
         }
@@ -1450,8 +1450,8 @@ impl<T: Elem> Cells for StoredRun<'_, T> {
     }
 
     #[inline(always)]
-    fn load<F: Lane>(&self, _k: usize, from: usize, at: Option<&[u32]>, out: &mut [F]) {
-        convert(&self.x[from..], self.packing, at, out)
+    fn load<F: Lane>(&self, _k: usize, from: usize, at: Option<&[u32]>, out: &mut [F], with: impl Fn(F, F) -> F) {
+        convert(&self.x[from..], self.packing, at, out, with)
     }
 }
 

@@ -136,7 +136,7 @@ impl Cells for AlignedRun<'_> {
     }
 
     #[inline(always)]
-    fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F]) {
+    fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F], with: impl Fn(F, F) -> F) {
         let Some(Some(c)) = self.cells.columns.get(k) else {
             // `Program::compile` only names columns of the table, and the fold reads
             // every column its programs name.
@@ -144,7 +144,7 @@ impl Cells for AlignedRun<'_> {
         };
         with_dtype!(c.dtype, T => {
             let x = elements::<T>(&c.bytes.as_slice()[(self.offset + from) * c.dtype.size()..]);
-            convert(&x, c.packing, at, out)
+            convert(&x, c.packing, at, out, with)
         })
     }
 }

@@ -73,6 +73,9 @@ enum Op {
 enum Step {
     /// Push value column `k`'s stored values, converted (and unpacked when packed).
     Load(usize),
+    /// The top `a` becomes `a op` value column `k` (converted as by `Load`): one pass
+    /// instead of a load and a step.
+    LoadBin(usize, Arith),
     /// Push a constant block.
     Push(f64),
     Neg,
@@ -91,6 +94,10 @@ enum Step {
 pub struct Program {
     ops: Vec<Op>,
     ty: Ty,
+    /// The result is evaluated in f32 and is of type f64 (`ty`) by a conversion that is
+    /// exact, left to the fold (`Elem::f`): a root cast from f32, or an f32 column read
+    /// as f64.
+    widened: bool,
     /// The value columns read (indices into the table's values, ascending).
     columns: Vec<usize>,
     /// The most blocks each stack (f32, f64) holds at once.
@@ -120,26 +127,36 @@ pub trait Cells {
     /// Write to `at` the offsets (from `from`) of the kept cells among `from..from + n`
     /// (`n` ≤ [`BLOCK`]); returns how many.
     fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize;
-    /// Value column `k`'s values converted to `F` (and unpacked) into `out`: those of
-    /// cells `from..from + out.len()`, or with `at`, those of cells `from + at[i]`.
-    fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F]);
+    /// Value column `k`'s values converted to `F` (and unpacked), `x`, combined into
+    /// `out` as `out[i] = with(out[i], x[i])`: those of cells `from..from + out.len()`,
+    /// or with `at`, those of cells `from + at[i]`.
+    fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F], with: impl Fn(F, F) -> F);
 }
 
-/// Stored values `x` converted (and unpacked by `packing`) into `out`: the first
-/// `out.len()`, or with `at`, those at `at`.
+/// Stored values `x` converted (and unpacked by `packing`) and combined into `out` by
+/// `with` ([`Cells::load`]): the first `out.len()`, or with `at`, those at `at`.
 #[inline(always)]
-pub fn convert<T: Elem, F: Lane>(x: &[T], packing: Option<Packing>, at: Option<&[u32]>, out: &mut [F]) {
+pub fn convert<T: Elem, F: Lane>(
+    x: &[T],
+    packing: Option<Packing>,
+    at: Option<&[u32]>,
+    out: &mut [F],
+    with: impl Fn(F, F) -> F,
+) {
     match (packing, at) {
-        (None, None) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_elem(v)),
-        (Some(p), None) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = F::of_f64(p.apply(v.f()))),
+        (None, None) => out.iter_mut().zip(x).for_each(|(o, &v)| *o = with(*o, F::of_elem(v))),
+        (Some(p), None) => out
+            .iter_mut()
+            .zip(x)
+            .for_each(|(o, &v)| *o = with(*o, F::of_f64(p.apply(v.f())))),
         (None, Some(at)) => out
             .iter_mut()
             .zip(at)
-            .for_each(|(o, &i)| *o = F::of_elem(x[i as usize])),
+            .for_each(|(o, &i)| *o = with(*o, F::of_elem(x[i as usize]))),
         (Some(p), Some(at)) => out
             .iter_mut()
             .zip(at)
-            .for_each(|(o, &i)| *o = F::of_f64(p.apply(x[i as usize].f()))),
+            .for_each(|(o, &i)| *o = with(*o, F::of_f64(p.apply(x[i as usize].f())))),
     }
 }
 
@@ -189,6 +206,10 @@ fn lower(t: &Typed, ops: &mut Vec<Op>) {
                 lower(b, ops);
                 ops.push(Op::Step(ty, Step::ConstBin(*op, *c)));
             }
+            (_, Node::Column(k)) if *op != Arith::Rem => {
+                lower(a, ops);
+                ops.push(Op::Step(ty, Step::LoadBin(*k, *op)));
+            }
             _ => {
                 lower(a, ops);
                 lower(b, ops);
@@ -222,13 +243,27 @@ impl Program {
     /// supports and it reads at least one value column; `None` otherwise.
     pub fn compile(table: &TableModel, e: &Expr) -> Option<Program> {
         let ctx = Ctx { table };
-        let root = ctx.typed(e)?;
+        let mut root = ctx.typed(e)?;
+        let ty = root.ty;
+        // f32 → f64 is exact: the fold widens the f32 results as it reads them.
+        let widened = ty == Ty::F64
+            && match &root.node {
+                Node::Cast(a) if a.ty == Ty::F32 => {
+                    root = (**a).clone();
+                    true
+                }
+                Node::Column(k) if table.values.get(*k).map(|v| v.data_type()) == Some(DataType::Float32) => {
+                    root.ty = Ty::F32;
+                    true
+                }
+                _ => false,
+            };
         let mut ops = Vec::new();
         lower(&root, &mut ops);
         let mut columns: Vec<usize> = ops
             .iter()
             .filter_map(|op| match op {
-                Op::Step(_, Step::Load(k)) => Some(*k),
+                Op::Step(_, Step::Load(k) | Step::LoadBin(k, _)) => Some(*k),
                 _ => None,
             })
             .collect();
@@ -240,7 +275,8 @@ impl Program {
         Some(Program {
             depth: depth(&ops),
             ops,
-            ty: root.ty,
+            ty,
+            widened,
             columns,
         })
     }
@@ -255,6 +291,13 @@ impl Program {
         self.ty
     }
 
+    /// The type [`eval`](Self::eval) computes the result in: [`ty`](Self::ty), or f32
+    /// when the result is that widened (exactly) to f64, which the fold does as it reads
+    /// it.
+    pub fn eval_ty(&self) -> Ty {
+        if self.widened { Ty::F32 } else { self.ty }
+    }
+
     /// The blocks [`eval`](Self::eval) needs.
     pub fn scratch(&self) -> Scratch {
         Scratch {
@@ -265,7 +308,7 @@ impl Program {
 
     /// Evaluate over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or with
     /// `at`, those at `from + at[i]` (`n` = `at.len()`); the result is [`Lane::result`] of
-    /// `s` for the program's type. True when a square root met a negative input.
+    /// `s` for [`eval_ty`](Self::eval_ty). True when a square root met a negative input.
     #[inline(always)]
     pub fn eval<C: Cells>(&self, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool {
         let mut h = (0usize, 0usize);
@@ -323,8 +366,20 @@ fn step<C: Cells, F: Lane>(op: Step, src: &Source<C>, buf: &mut [F], h: &mut usi
     let top = |h: usize| (h - 1) * BLOCK..(h - 1) * BLOCK + n;
     match op {
         Step::Load(k) => {
-            src.cells.load(k, src.from, src.at, &mut buf[*h * BLOCK..][..n]);
+            src.cells
+                .load(k, src.from, src.at, &mut buf[*h * BLOCK..][..n], |_, x| x);
             *h += 1;
+        }
+        Step::LoadBin(k, a) => {
+            let (cells, top) = (src.cells, &mut buf[top(*h)]);
+            // One loop per operation, so none branches per element.
+            match a {
+                Arith::Add => cells.load(k, src.from, src.at, top, |o, x| o + x),
+                Arith::Sub => cells.load(k, src.from, src.at, top, |o, x| o - x),
+                Arith::Mul => cells.load(k, src.from, src.at, top, |o, x| o * x),
+                Arith::Div => cells.load(k, src.from, src.at, top, |o, x| o / x),
+                Arith::Rem => cells.load(k, src.from, src.at, top, |o, x| o % x),
+            }
         }
         Step::Push(c) => {
             buf[*h * BLOCK..][..n].fill(F::of_f64(c));
