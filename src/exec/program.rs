@@ -206,7 +206,7 @@ fn lower(t: &Typed, ops: &mut Vec<Op>) {
                 lower(b, ops);
                 ops.push(Op::Step(ty, Step::ConstBin(*op, *c)));
             }
-            (_, Node::Column(k)) if *op != Arith::Rem => {
+            (_, Node::Column(k)) => {
                 lower(a, ops);
                 ops.push(Op::Step(ty, Step::LoadBin(*k, *op)));
             }
