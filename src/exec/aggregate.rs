@@ -17,7 +17,7 @@ use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
-    fold_elementwise, fold_run, fold_value, fold_weighted_run,
+    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
@@ -1158,9 +1158,11 @@ impl WeightedWalk<'_> {
             match (s.target, inner) {
                 (Target::One(g), false) if !w.f32_product => fold_weighted_run(acc, g, run, keep, w.value, weight(p)),
                 (Target::One(g), false) => {
-                    // One weight for the run, hoisted so the loop vectorizes.
-                    let w = weight(p);
-                    fold_dot(acc, g, run, keep, product, move |_| w)
+                    // One weight for the run: a map and a sum that vectorize.
+                    match weight(p) {
+                        Some(w) => fold_scaled(acc, g, run, keep, product, w),
+                        None => fold_dot(acc, g, run, keep, product, |_| None),
+                    }
                 }
                 (Target::One(g), true) => fold_dot(acc, g, run, keep, product, |i| weight(p + i)),
                 (Target::Each { base, stride, ids, .. }, _) => {

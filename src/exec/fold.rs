@@ -568,6 +568,20 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
         mx: [T::MIN; L],
         nans: [0; L],
     };
+    if !(FS || IS || MM) {
+        // Counting only: integer sums are exact in any order, so plain reductions that
+        // the compiler vectorizes as it likes (fixed lanes here make it shuffle them).
+        let whole = &run[..run.len() / L * L];
+        for block in whole.chunks(1 << 30) {
+            s.n[0] += block.iter().map(|&x| ok(x) as u32).sum::<u32>() as u64;
+            if NAN {
+                #[allow(clippy::eq_op)]
+                let nans = block.iter().map(|&x| (x != x) as u32).sum::<u32>();
+                s.nans[0] += nans as u64;
+            }
+        }
+        return s;
+    }
     for block in run.chunks(L << 24) {
         let mut n = [0u32; L];
         let mut nans = [0u32; L];
@@ -961,13 +975,22 @@ fn dot_lanes<T: Elem>(
 ) -> ([u64; L], [f64; L]) {
     let mut n = [0u64; L];
     let mut s = [0f64; L];
-    for (k, c) in run.chunks_exact(L).enumerate() {
+    // Counts in 32-bit lanes (as `lanes`) over blocks short enough not to wrap.
+    const BLOCK_CHUNKS: usize = 1 << 24;
+    for (b, block) in run.chunks(L * BLOCK_CHUNKS).enumerate() {
+        let base = b * L * BLOCK_CHUNKS;
+        let mut m = [0u32; L];
+        for (k, c) in block.chunks_exact(L).enumerate() {
+            for i in 0..L {
+                let x = c[i];
+                let w = weight(base + k * L + i);
+                let take = w.is_some() & ok(x);
+                m[i] += take as u32;
+                s[i] += if take { product(x, w.unwrap_or(0.0)) } else { 0.0 };
+            }
+        }
         for i in 0..L {
-            let x = c[i];
-            let w = weight(k * L + i);
-            let take = w.is_some() & ok(x);
-            n[i] += take as u64;
-            s[i] += if take { product(x, w.unwrap_or(0.0)) } else { 0.0 };
+            n[i] += m[i] as u64;
         }
     }
     (n, s)
@@ -987,29 +1010,84 @@ multiversion! {
         let plain = keep.missing.is_empty() && keep.range.is_none();
         let chunks = run.len() / L * L;
         // One loop per case, so neither branches per element.
-        let (mut n, mut s) = if plain {
+        let (n, s) = if plain {
             dot_lanes(&run[..chunks], |_| true, &product, &weight)
         } else {
             dot_lanes(&run[..chunks], |x| keep.test(x), &product, &weight)
         };
-        for (j, &x) in run.iter().enumerate().skip(chunks) {
-            if let Some(w) = weight(j)
-                && keep.test(x)
-            {
-                n[0] += 1;
-                s[0] += product(x, w);
+        dot_finish(acc, g, run, keep, (n, s), product, weight);
+    }
+}
+
+multiversion! {
+    /// [`fold_dot`] with one weight `w` for the whole run, which leaves the loop a map and
+    /// a sum (as [`fold_run`]'s) that vectorizes; the same lanes, so the same result.
+    pub fn fold_scaled[T, P](acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>, product: P, w: f64)
+    where [T: Elem, P: Fn(T, f64) -> f64] {
+        let plain = keep.missing.is_empty() && keep.range.is_none();
+        let chunks = run.len() / L * L;
+        let (n, s) = if plain {
+            mapped_lanes(&run[..chunks], |_| true, |x| product(x, w))
+        } else {
+            mapped_lanes(&run[..chunks], |x| keep.test(x), |x| product(x, w))
+        };
+        dot_finish(acc, g, run, keep, (n, s), product, |_| Some(w));
+    }
+}
+
+/// Per lane: the count and the sum of `f(x)` over the elements `x` of `run` (whole lanes)
+/// that `ok` takes. Counts in 32-bit lanes over blocks short enough not to wrap.
+#[inline(always)]
+fn mapped_lanes<T: Elem>(run: &[T], ok: impl Fn(T) -> bool, f: impl Fn(T) -> f64) -> ([u64; L], [f64; L]) {
+    let mut n = [0u64; L];
+    let mut s = [0f64; L];
+    for block in run.chunks(L << 24) {
+        let mut m = [0u32; L];
+        for c in block.chunks_exact(L) {
+            for i in 0..L {
+                let x = c[i];
+                let k = ok(x);
+                m[i] += k as u32;
+                s[i] += if k { f(x) } else { 0.0 };
             }
         }
-        // With a range, cells are the rows it keeps.
-        acc.cells[g] += if keep.range.is_some() {
-            run.iter().filter(|x| keep.test(**x)).count() as u64
-        } else {
-            run.len() as u64
-        };
-        acc.n[g] += n.iter().sum::<u64>();
-        if acc.needs.fsum {
-            acc.fsum[g] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+        for i in 0..L {
+            n[i] += m[i] as u64;
         }
+    }
+    (n, s)
+}
+
+/// The rest of a dot product after its whole lanes `(n, s)`: the remainder of `run`, then
+/// the run's cells, count and sum into group `g`.
+#[inline(always)]
+fn dot_finish<T: Elem>(
+    acc: &mut Accumulators,
+    g: usize,
+    run: &[T],
+    keep: &Keep<T>,
+    (mut n, mut s): ([u64; L], [f64; L]),
+    product: impl Fn(T, f64) -> f64,
+    weight: impl Fn(usize) -> Option<f64>,
+) {
+    let chunks = run.len() / L * L;
+    for (j, &x) in run.iter().enumerate().skip(chunks) {
+        if let Some(w) = weight(j)
+            && keep.test(x)
+        {
+            n[0] += 1;
+            s[0] += product(x, w);
+        }
+    }
+    // With a range, cells are the rows it keeps.
+    acc.cells[g] += if keep.range.is_some() {
+        run.iter().filter(|x| keep.test(**x)).count() as u64
+    } else {
+        run.len() as u64
+    };
+    acc.n[g] += n.iter().sum::<u64>();
+    if acc.needs.fsum {
+        acc.fsum[g] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     }
 }
 
@@ -1481,11 +1559,21 @@ mod tests {
                         fold_dot(
                             &mut acc,
                             g,
-                            &vals[w],
+                            &vals[w.clone()],
                             &k,
                             |x, w| x.f() * w,
                             |i| (i % 5 != 0).then_some(i as f64),
                         );
+                        // One weight for the run: the same lanes as the dot product's.
+                        let f32_product = |x: T, w: f64| (x.f32() * w as f32) as f64;
+                        let (mut a, mut b) = (
+                            Accumulators::new(1, needs, T::FLOAT),
+                            Accumulators::new(1, needs, T::FLOAT),
+                        );
+                        fold_scaled(&mut a, 0, &vals[w.clone()], &k, f32_product, 0.3);
+                        fold_dot(&mut b, 0, &vals[w.clone()], &k, f32_product, |_| Some(0.3));
+                        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                        fold_scaled(&mut acc, g, &vals[w], &k, f32_product, 0.3);
                     }
                     out += &format!("{acc:?}");
                     // Consecutive groups, without moments (the vector passes).
