@@ -1343,8 +1343,8 @@ multiversion! {
             let n = BLOCK.min(s.len - from);
             let m = if plain { n } else { cells.kept(from, n, at) };
             let gather = (m < n).then_some(&at[..m]);
-            negative |= program.eval(cells, from, gather, m, scratch);
-            let y = F::result(scratch, m);
+            let (y, neg) = program.eval::<C, F>(cells, from, gather, m, scratch);
+            negative |= neg;
             let cell = |j: usize| from + gather.map_or(j, |a| a[j] as usize);
             let rows = if ranged { m } else { n };
             match s.target {
@@ -1406,9 +1406,9 @@ multiversion! {
             let n = BLOCK.min(s.len - from);
             let m = if plain { n } else { cells.kept(from, n, at) };
             let kept = (m < n).then_some(&at[..m]);
-            negative |= p.0.eval(cells, from, kept, m, scratch.0);
-            negative |= p.1.eval(cells, from, kept, m, scratch.1);
-            let (xs, ys) = (X::result(scratch.0, m), Y::result(scratch.1, m));
+            let (xs, neg_x) = p.0.eval::<C, X>(cells, from, kept, m, scratch.0);
+            let (ys, neg_y) = p.1.eval::<C, Y>(cells, from, kept, m, scratch.1);
+            negative |= neg_x | neg_y;
             match s.target {
                 Target::One(g) => acc[g].merge(CoMoment::of(xs, ys)),
                 Target::Each { base, stride, ids, .. } => {
@@ -1471,21 +1471,27 @@ multiversion! {
     ) -> bool where [C: Cells, F: Lane + Elem] {
         let plain = cells.plain();
         let ranged = cells.ranged();
+        if let (Target::One(g), true, Some(y)) = (s.target, plain, program.view::<C, F>(cells, 0, s.len)) {
+            // One value column of the segment, in place: folded as stored values are.
+            fold_run(acc, g, y, &Keep::default());
+            return false;
+        }
         let mut negative = false;
         for b in 0..s.len.div_ceil(BLOCK) {
             let from = b * BLOCK;
             let n = BLOCK.min(s.len - from);
             if let (Target::One(g), true) = (s.target, plain) {
-                negative |= program.eval(cells, from, None, n, scratch);
-                fold_run(acc, g, F::result(scratch, n), &Keep::default());
+                let (y, neg) = program.eval::<C, F>(cells, from, None, n, scratch);
+                negative |= neg;
+                fold_run(acc, g, y, &Keep::default());
                 continue;
             }
             // Evaluate only the kept cells (all of the block: read in place).
             let m = cells.kept(from, n, at);
             let at = &at[..m];
             let gather = (m < n).then_some(at);
-            negative |= program.eval(cells, from, gather, m, scratch);
-            let y = F::result(scratch, m);
+            let (y, neg) = program.eval::<C, F>(cells, from, gather, m, scratch);
+            negative |= neg;
             match s.target {
                 Target::One(g) => {
                     fold_run(acc, g, y, &Keep::default());

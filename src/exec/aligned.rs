@@ -14,6 +14,7 @@ use crate::format::{DType, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::buffer::Buffer;
 use datafusion::common::{Result, internal_err};
+use std::borrow::Cow;
 
 /// One value column's cells of a task.
 struct Column {
@@ -146,5 +147,20 @@ impl Cells for AlignedRun<'_> {
             let x = elements::<T>(&c.bytes.as_slice()[(self.offset + from) * c.dtype.size()..]);
             convert(&x, c.packing, at, out, with)
         })
+    }
+
+    #[inline(always)]
+    fn view<F: Lane>(&self, k: usize, from: usize, n: usize) -> Option<&[F]> {
+        let c = self.cells.columns.get(k)?.as_ref()?;
+        if c.dtype != F::DTYPE || c.packing.is_some() {
+            return None;
+        }
+        let size = c.dtype.size();
+        let at = (self.offset + from) * size;
+        // The bytes are aligned for their dtype (`AlignedCells::new`): borrowed.
+        match elements::<F>(c.bytes.as_slice().get(at..at + n * size)?) {
+            Cow::Borrowed(x) => Some(x),
+            Cow::Owned(_) => None,
+        }
     }
 }

@@ -13,7 +13,8 @@
 //! or the aligned cells of several ([`AlignedCells`](super::aligned::AlignedCells)).
 
 use super::fold::Elem;
-use crate::format::Packing;
+use super::simd::multiversion;
+use crate::format::{DType, Element, Packing};
 use crate::plan::{TableModel, WeightedExpr, weighted_expr};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -131,6 +132,12 @@ pub trait Cells {
     /// `out` as `out[i] = with(out[i], x[i])`: those of cells `from..from + out.len()`,
     /// or with `at`, those of cells `from + at[i]`.
     fn load<F: Lane>(&self, k: usize, from: usize, at: Option<&[u32]>, out: &mut [F], with: impl Fn(F, F) -> F);
+    /// Value column `k`'s stored values of cells `from..from + n` in place, when they
+    /// are of type `F` and not packed; `None`: read them by [`load`](Self::load).
+    fn view<F: Lane>(&self, k: usize, from: usize, n: usize) -> Option<&[F]> {
+        let _ = (k, from, n);
+        None
+    }
 }
 
 /// Stored values `x` converted (and unpacked by `packing`) and combined into `out` by
@@ -306,11 +313,39 @@ impl Program {
         }
     }
 
-    /// Evaluate over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or with
-    /// `at`, those at `from + at[i]` (`n` = `at.len()`); the result is [`Lane::result`] of
-    /// `s` for [`eval_ty`](Self::eval_ty). True when a square root met a negative input.
+    /// The results for cells `from..from + n` read in place, without evaluating: when
+    /// the program is one value column that `cells` holds as `F` ([`Cells::view`]).
     #[inline(always)]
-    pub fn eval<C: Cells>(&self, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool {
+    pub fn view<'a, C: Cells, F: Lane>(&self, cells: &'a C, from: usize, n: usize) -> Option<&'a [F]> {
+        match self.ops[..] {
+            [Op::Step(ty, Step::Load(k))] if ty == self.eval_ty() => cells.view(k, from, n),
+            _ => None,
+        }
+    }
+
+    /// The results over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or
+    /// with `at`, those at `from + at[i]` (`n` = `at.len()`), of type `F` =
+    /// [`eval_ty`](Self::eval_ty); evaluated into `s`, or read in place
+    /// ([`view`](Self::view)). True when a square root met a negative input.
+    #[inline(always)]
+    pub fn eval<'a, C: Cells, F: Lane>(
+        &self,
+        cells: &'a C,
+        from: usize,
+        at: Option<&[u32]>,
+        n: usize,
+        s: &'a mut Scratch,
+    ) -> (&'a [F], bool) {
+        if let (None, Some(x)) = (at, self.view(cells, from, n)) {
+            return (x, false);
+        }
+        let negative = run_steps(self, cells, from, at, n, s);
+        (F::result(s, n), negative)
+    }
+
+    /// Run the steps over the cells [`eval`](Self::eval) names, into `s`.
+    #[inline(always)]
+    fn run<C: Cells>(&self, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool {
         let mut h = (0usize, 0usize);
         let src = Source { cells, from, at, n };
         let mut negative = false;
@@ -335,6 +370,17 @@ impl Program {
             };
         }
         negative
+    }
+}
+
+multiversion! {
+    /// [`Program::run`], compiled once per kind of cells (and instruction set) rather
+    /// than inlined into every kernel that evaluates a program: the kernels stay small
+    /// (and quick to build), at the cost of one call per block.
+    #[inline(never)]
+    fn run_steps[C](program: &Program, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool
+    where [C: Cells] {
+        program.run(cells, from, at, n, s)
     }
 }
 
@@ -500,7 +546,8 @@ impl Ctx<'_> {
 
 /// A float type the programs compute in.
 pub trait Lane:
-    Copy
+    Element
+    + Copy
     + Default
     + PartialOrd
     + Add<Output = Self>
@@ -512,6 +559,8 @@ pub trait Lane:
 {
     /// The other float type.
     type Other: Lane<Other = Self>;
+    /// The stored type of the same values.
+    const DTYPE: DType;
     /// `x` rounded to this type (as Arrow casts f64 to f32).
     fn of_f64(x: f64) -> Self;
     /// A value of the other type converted (Arrow's cast).
@@ -526,6 +575,7 @@ pub trait Lane:
 
 impl Lane for f32 {
     type Other = f64;
+    const DTYPE: DType = DType::F32;
     #[inline(always)]
     fn of_f64(x: f64) -> Self {
         x as f32
@@ -554,6 +604,7 @@ impl Lane for f32 {
 
 impl Lane for f64 {
     type Other = f32;
+    const DTYPE: DType = DType::F64;
     #[inline(always)]
     fn of_f64(x: f64) -> Self {
         x
