@@ -1157,13 +1157,11 @@ impl WeightedWalk<'_> {
             let p = (s.pos - w.values.first) as usize;
             match (s.target, inner) {
                 (Target::One(g), false) if !w.f32_product => fold_weighted_run(acc, g, run, keep, w.value, weight(p)),
-                (Target::One(g), false) => {
-                    // One weight for the run: a map and a sum that vectorize.
-                    match weight(p) {
-                        Some(w) => fold_scaled(acc, g, run, keep, product, w),
-                        None => fold_dot(acc, g, run, keep, product, |_| None),
-                    }
-                }
+                (Target::One(g), false) => match (w.value, weight(p)) {
+                    // One weight for the run (the product is the stored value's in f32).
+                    (Some(_), Some(wp)) => fold_scaled(acc, g, run, keep, wp),
+                    (_, wp) => fold_dot(acc, g, run, keep, product, move |_| wp),
+                },
                 (Target::One(g), true) => fold_dot(acc, g, run, keep, product, |i| weight(p + i)),
                 (Target::Each { base, stride, ids, .. }, _) => {
                     for (i, x) in run.iter().enumerate() {
