@@ -77,6 +77,9 @@ enum Step {
     /// The top `a` becomes `a op` value column `k` (converted as by `Load`): one pass
     /// instead of a load and a step.
     LoadBin(usize, Arith),
+    /// Push value column `j` `op` value column `k`: one pass over both where the cells
+    /// hold both in place ([`Cells::view`]), else a `Load` and a `LoadBin`.
+    LoadPair(usize, usize, Arith),
     /// Push a constant block.
     Push(f64),
     Neg,
@@ -213,6 +216,7 @@ fn lower(t: &Typed, ops: &mut Vec<Op>) {
                 lower(b, ops);
                 ops.push(Op::Step(ty, Step::ConstBin(*op, *c)));
             }
+            (Node::Column(j), Node::Column(k)) => ops.push(Op::Step(ty, Step::LoadPair(*j, *k, *op))),
             (_, Node::Column(k)) => {
                 lower(a, ops);
                 ops.push(Op::Step(ty, Step::LoadBin(*k, *op)));
@@ -232,7 +236,7 @@ fn depth(ops: &[Op]) -> (usize, usize) {
     let at = |ty| if ty == Ty::F32 { 0 } else { 1 };
     for op in ops {
         match *op {
-            Op::Step(ty, Step::Load(_) | Step::Push(_)) => h[at(ty)] += 1,
+            Op::Step(ty, Step::Load(_) | Step::LoadPair(..) | Step::Push(_)) => h[at(ty)] += 1,
             Op::Cast(ty) => {
                 h[1 - at(ty)] -= 1;
                 h[at(ty)] += 1;
@@ -269,9 +273,10 @@ impl Program {
         lower(&root, &mut ops);
         let mut columns: Vec<usize> = ops
             .iter()
-            .filter_map(|op| match op {
-                Op::Step(_, Step::Load(k) | Step::LoadBin(k, _)) => Some(*k),
-                _ => None,
+            .flat_map(|op| match op {
+                Op::Step(_, Step::Load(k) | Step::LoadBin(k, _)) => vec![*k],
+                Op::Step(_, Step::LoadPair(j, k, _)) => vec![*j, *k],
+                _ => vec![],
             })
             .collect();
         columns.sort_unstable();
@@ -396,6 +401,20 @@ fn arith<F: Lane>(op: Arith, a: F, b: F) -> F {
     }
 }
 
+/// `top[i] = top[i] op x[i]` for value column `k`'s values `x` of the cells `src` names.
+#[inline(always)]
+fn load_bin<C: Cells, F: Lane>(src: &Source<C>, k: usize, a: Arith, top: &mut [F]) {
+    let (cells, from, at) = (src.cells, src.from, src.at);
+    // One loop per operation, so none branches per element.
+    match a {
+        Arith::Add => cells.load(k, from, at, top, |o, x| o + x),
+        Arith::Sub => cells.load(k, from, at, top, |o, x| o - x),
+        Arith::Mul => cells.load(k, from, at, top, |o, x| o * x),
+        Arith::Div => cells.load(k, from, at, top, |o, x| o / x),
+        Arith::Rem => cells.load(k, from, at, top, |o, x| o % x),
+    }
+}
+
 /// The cells one evaluation reads.
 struct Source<'a, C> {
     cells: &'a C,
@@ -416,16 +435,28 @@ fn step<C: Cells, F: Lane>(op: Step, src: &Source<C>, buf: &mut [F], h: &mut usi
                 .load(k, src.from, src.at, &mut buf[*h * BLOCK..][..n], |_, x| x);
             *h += 1;
         }
-        Step::LoadBin(k, a) => {
-            let (cells, top) = (src.cells, &mut buf[top(*h)]);
-            // One loop per operation, so none branches per element.
-            match a {
-                Arith::Add => cells.load(k, src.from, src.at, top, |o, x| o + x),
-                Arith::Sub => cells.load(k, src.from, src.at, top, |o, x| o - x),
-                Arith::Mul => cells.load(k, src.from, src.at, top, |o, x| o * x),
-                Arith::Div => cells.load(k, src.from, src.at, top, |o, x| o / x),
-                Arith::Rem => cells.load(k, src.from, src.at, top, |o, x| o % x),
+        Step::LoadBin(k, a) => load_bin(src, k, a, &mut buf[top(*h)]),
+        Step::LoadPair(j, k, a) => {
+            let out = &mut buf[*h * BLOCK..][..n];
+            let (cells, from) = (src.cells, src.from);
+            match (src.at, cells.view::<F>(j, from, n), cells.view::<F>(k, from, n)) {
+                (None, Some(x), Some(y)) => {
+                    let pairs = out.iter_mut().zip(x.iter().zip(y));
+                    // One loop per operation, so none branches per element.
+                    match a {
+                        Arith::Add => pairs.for_each(|(o, (&x, &y))| *o = x + y),
+                        Arith::Sub => pairs.for_each(|(o, (&x, &y))| *o = x - y),
+                        Arith::Mul => pairs.for_each(|(o, (&x, &y))| *o = x * y),
+                        Arith::Div => pairs.for_each(|(o, (&x, &y))| *o = x / y),
+                        Arith::Rem => pairs.for_each(|(o, (&x, &y))| *o = x % y),
+                    }
+                }
+                _ => {
+                    cells.load(j, from, src.at, out, |_, x| x);
+                    load_bin(src, k, a, out);
+                }
             }
+            *h += 1;
         }
         Step::Push(c) => {
             buf[*h * BLOCK..][..n].fill(F::of_f64(c));

@@ -44,6 +44,11 @@ pub struct MultiCase {
 
 impl MultiCase {
     pub fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> MultiCase {
+        Self::generate_typed(rng, dir, k, None)
+    }
+
+    /// [`generate`](Self::generate) with every dataset of `dtype` when given.
+    pub fn generate_typed(rng: &mut Rng, dir: &std::path::Path, k: usize, dtype: Option<DType>) -> MultiCase {
         let ndim = rng.range(1, 5) as usize;
         let (shape, _) = random_geometry(rng, ndim, 2500);
         let cells: u64 = shape.iter().product();
@@ -52,7 +57,7 @@ impl MultiCase {
         let nvars = rng.range(2, 3) as usize;
         let vars: Vec<Var> = (0..nvars)
             .map(|i| {
-                let dtype = DType::ALL[rng.below(10) as usize];
+                let dtype = dtype.unwrap_or_else(|| DType::ALL[rng.below(10) as usize]);
                 let chunk: Vec<u64> = shape.iter().map(|&s| rng.range(1, s + 1)).collect();
                 let data = small_values(rng, dtype, cells as usize);
                 let fill = (rng.below(2) == 0).then(|| {
@@ -436,6 +441,35 @@ async fn folds_over_several_datasets_equal_datafusions_aggregate() {
                 last = case.axes[case.axes.len() - 1].0,
                 p = case.path
             ),
+        ] {
+            let (on, off, plan) = on_and_off(&ctx, "tet.aggregate_pushdown", &sql).await;
+            crate::common::assert_same(on, off, &format!("case {k}: {sql}"));
+            assert!(plan.contains("TetAggregateExec"), "case {k}: {sql}\n{plan}");
+        }
+    }
+}
+
+/// Float columns of their own type (no casts): the programs read them in place where a
+/// block holds no missing cell, and combine two columns in one pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn float_columns_fold_in_place_as_datafusion_does() {
+    let dir = tempdir();
+    let ctx = session(3);
+    let mut rng = Rng(5151);
+    for k in 0..8 {
+        let dtype = [DType::F32, DType::F64][k % 2];
+        let case = MultiCase::generate_typed(&mut rng, dir.path(), k, Some(dtype));
+        let from = case.from();
+        let names = case.names();
+        let (a, b) = (&names[0], &names[1]);
+        let key = &case.axes[rng.below(case.axes.len() as u64) as usize].0;
+        let (pred, _, _) = case.slice(&mut rng, 0);
+        for sql in [
+            format!(
+                "SELECT {key}, avg({a} - {b}), sum({b} - {a}), avg({a} + {b}), max({a} * {b}), avg({b}), \
+                 count(*) FROM {from} GROUP BY {key}"
+            ),
+            format!("SELECT corr({a}, {b}), covar_pop({b}, {a}), avg({a}), sum({a} - {b}) FROM {from} WHERE {pred}"),
         ] {
             let (on, off, plan) = on_and_off(&ctx, "tet.aggregate_pushdown", &sql).await;
             crate::common::assert_same(on, off, &format!("case {k}: {sql}"));
