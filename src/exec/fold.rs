@@ -1581,7 +1581,8 @@ mod tests {
                             |x, w| x.f() * w,
                             |i| (i % 5 != 0).then_some(i as f64),
                         );
-                        // One weight for the run: the same lanes as the dot product's.
+                        // One weight for the run: the dot product with that weight (its
+                        // sum in other lanes: equal up to rounding).
                         let f32_product = |x: T, w: f64| (x.f32() * w as f32) as f64;
                         let (mut a, mut b) = (
                             Accumulators::new(1, needs, T::FLOAT),
