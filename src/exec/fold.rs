@@ -1029,8 +1029,9 @@ multiversion! {
         let wf = w as f32;
         let product = move |x: T, _: f64| (x.f32() * wf) as f64;
         if !(keep.missing.is_empty() && keep.range.is_none()) {
+            // As `fold_dot` with the weight constant.
             let chunks = run.len() / L * L;
-            let lanes = mapped_lanes(&run[..chunks], |x| keep.test(x), |x| product(x, w));
+            let lanes = dot_lanes(&run[..chunks], |x| keep.test(x), &product, &|_| Some(w));
             return dot_finish(acc, g, run, keep, lanes, product, |_| Some(w));
         }
         let mut s = [0f64; CO_LANES];
@@ -1050,29 +1051,6 @@ multiversion! {
             acc.fsum[g] += lanes_total(s);
         }
     }
-}
-
-/// Per lane: the count and the sum of `f(x)` over the elements `x` of `run` (whole lanes)
-/// that `ok` takes. Counts in 32-bit lanes over blocks short enough not to wrap.
-#[inline(always)]
-fn mapped_lanes<T: Elem>(run: &[T], ok: impl Fn(T) -> bool, f: impl Fn(T) -> f64) -> ([u64; L], [f64; L]) {
-    let mut n = [0u64; L];
-    let mut s = [0f64; L];
-    for block in run.chunks(L << 24) {
-        let mut m = [0u32; L];
-        for c in block.chunks_exact(L) {
-            for i in 0..L {
-                let x = c[i];
-                let k = ok(x);
-                m[i] += k as u32;
-                s[i] += if k { f(x) } else { 0.0 };
-            }
-        }
-        for i in 0..L {
-            n[i] += m[i] as u64;
-        }
-    }
-    (n, s)
 }
 
 /// The rest of a dot product after its whole lanes `(n, s)`: the remainder of `run`, then
