@@ -694,11 +694,16 @@ impl FoldJob {
             };
             // Inputs over stored values walk the tile slab by slab, all of them per slab,
             // so that each slab is read from memory once and from cache by the others.
+            // (A stored input without its tile counts cells: it reads no values.)
             let direct = self
                 .fold
                 .inputs
                 .iter()
-                .filter(|i| !matches!(i.source, Source::Evaluated { .. }))
+                .filter(|i| match i.source {
+                    Source::Evaluated { .. } => false,
+                    Source::Stored { .. } => tile.is_some(),
+                    _ => true,
+                })
                 .count()
                 + self.fold.compiled_pairs().count();
             let slab_cells = if direct > 1 && (tile.is_some() || aligned.is_some()) {

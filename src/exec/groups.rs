@@ -7,6 +7,7 @@
 //! the group count is the product of the distinct tuples per axis, and no cell is hashed.
 
 use super::expr::compile;
+use crate::format::hyperslab::Runs;
 use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Float64Type, Schema};
@@ -255,6 +256,35 @@ pub struct Segment<'a> {
     pub pos: u64,
 }
 
+/// A tile extent and its selected ranges per axis.
+type Folded = (Vec<u64>, Vec<Vec<(u64, u64)>>);
+
+/// The tile extent and selected ranges of `task` with its innermost axes folded into one
+/// from the outermost axis `c` such that every axis inside `c` is whole and no axis from
+/// `c` on is grouped or the `split` axis: the same cells in the same order, as fewer,
+/// longer runs. `None` when no axis folds.
+fn folded_inner_axes(gi: &GroupIndex, task: &ChunkTask, split: Option<usize>) -> Option<Folded> {
+    let (extent, local) = (&task.tile_extent, &task.local);
+    let last = extent.len() - 1;
+    let free = |d: usize| gi.ids[d].is_none() && split != Some(d);
+    let whole = |d: usize| local[d].as_slice() == [(0, extent[d])];
+    let mut c = last;
+    while c > 0 && free(c) && whole(c) && free(c - 1) {
+        c -= 1;
+    }
+    if c == last {
+        return None;
+    }
+    // Cells of one position of axis `c`: the product of the whole axes inside it (at
+    // most the tile's cell count, which the plan's limits bound).
+    let inner: u64 = extent[c + 1..].iter().product();
+    let mut folded_extent = extent[..c].to_vec();
+    folded_extent.push(extent[c] * inner);
+    let mut folded = local[..c].to_vec();
+    folded.push(local[c].iter().map(|&(a, b)| (a * inner, b * inner)).collect());
+    Some((folded_extent, folded))
+}
+
 /// Walk the selected cells of `task` (tile starting at `start`) as segments: runs of one
 /// group joined while contiguous; a grouped innermost axis split into stretches of equal
 /// ids (long ones fold as runs) and element-wise stretches. With `split`, runs are joined
@@ -268,7 +298,6 @@ pub fn walk_segments<'a>(
 ) {
     let last = task.tile_extent.len() - 1;
     let mut cell = 0usize;
-    let mut runs = task.runs();
     // The split axis's position of the run's element `i`.
     let position = |outer: &[u64], first: u64, i: usize| match split {
         Some(d) if d == last => start[d] + first + i as u64,
@@ -276,6 +305,7 @@ pub fn walk_segments<'a>(
         None => 0,
     };
     if let Some(ids) = &gi.ids[last] {
+        let mut runs = task.runs();
         let (stride, consecutive) = (gi.stride[last], gi.consecutive[last]);
         while let Some(r) = runs.next() {
             let base: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
@@ -336,6 +366,15 @@ pub fn walk_segments<'a>(
         }
         return;
     }
+    // The innermost axis is not grouped: where the axes inside one are whole and it is
+    // neither grouped nor split, its runs lie end to end in one group, so the walk takes
+    // them as one run of the axes folded together (one run per tile for a full
+    // reduction, instead of one per row).
+    let folded = folded_inner_axes(gi, task, split);
+    let (mut runs, last) = match &folded {
+        Some((extent, ranges)) => (Runs::new(extent, ranges), extent.len() - 1),
+        None => (task.runs(), last),
+    };
     let mut pending: Option<Segment> = None;
     while let Some(r) = runs.next() {
         let g: usize = (0..last).map(|d| gi.offset(d, start[d] + runs.outer()[d])).sum();
