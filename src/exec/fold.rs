@@ -65,6 +65,26 @@ fn lane_sum<T: Elem>(x: &[T]) -> f64 {
     lanes_total(s)
 }
 
+/// The sum of `f(x[i], y[i])` in f64 over `x` and `y` (of one length) in [`CO_LANES`]
+/// lanes, as [`lane_sum`] sums one slice: one pass over both, nothing stored between.
+#[inline(always)]
+pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let mut s = [0f64; CO_LANES];
+    let (cx, cy) = (x.chunks_exact(CO_LANES), y.chunks_exact(CO_LANES));
+    let (rx, ry) = (cx.remainder(), cy.remainder());
+    for (a, b) in cx.zip(cy) {
+        for i in 0..CO_LANES {
+            s[i] += f(a[i], b[i]).f();
+        }
+    }
+    for (i, (&a, &b)) in rx.iter().zip(ry).enumerate() {
+        s[i] += f(a, b).f();
+    }
+    lanes_total(s)
+}
+
 /// The sum of [`CO_LANES`] lanes, pairwise.
 #[inline(always)]
 fn lanes_total(s: [f64; CO_LANES]) -> f64 {
@@ -177,6 +197,13 @@ pub struct Needs {
     pub min_max: bool,
     /// Count, mean and M2 (variance).
     pub moments: bool,
+}
+
+impl Needs {
+    /// The float sum and counts, nothing else (`sum`, `avg` of floats).
+    pub fn sum_only(self) -> bool {
+        self.fsum && !(self.isum || self.min_max || self.moments)
+    }
 }
 
 /// Dense accumulators, one slot per group. Vectors a query does not need stay empty.

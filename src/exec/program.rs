@@ -12,7 +12,7 @@
 //! A program reads its columns through [`Cells`]: a tile's stored values of one dataset,
 //! or the aligned cells of several ([`AlignedCells`](super::aligned::AlignedCells)).
 
-use super::fold::Elem;
+use super::fold::{Elem, zip_sum};
 use super::simd::multiversion;
 use crate::format::{DType, Element, Packing};
 use crate::plan::{TableModel, WeightedExpr, weighted_expr};
@@ -328,6 +328,22 @@ impl Program {
         }
     }
 
+    /// The f64 sum of the results over cells `from..from + n` in one pass over the
+    /// stored values, nothing stored between: when the program is two value columns
+    /// combined ([`Step::LoadPair`]) that `cells` holds in place as `F`. The results are
+    /// those [`eval`](Self::eval) computes (the same operation on the same values).
+    #[inline(always)]
+    pub fn pair_sum<C: Cells, F: Lane + Elem>(&self, cells: &C, from: usize, n: usize) -> Option<f64> {
+        let [Op::Step(ty, Step::LoadPair(j, k, a))] = self.ops[..] else {
+            return None;
+        };
+        if ty != self.eval_ty() {
+            return None;
+        }
+        let (x, y) = (cells.view::<F>(j, from, n)?, cells.view::<F>(k, from, n)?);
+        Some(pair_sum(x, y, a))
+    }
+
     /// The results over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or
     /// with `at`, those at `from + at[i]` (`n` = `at.len()`), of type `F` =
     /// [`eval_ty`](Self::eval_ty); evaluated into `s`, or read in place
@@ -386,6 +402,20 @@ multiversion! {
     fn run_steps[C](program: &Program, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool
     where [C: Cells] {
         program.run(cells, from, at, n, s)
+    }
+}
+
+multiversion! {
+    /// The f64 sum of `x[i] op y[i]` ([`zip_sum`]), one loop per operation.
+    #[inline(never)]
+    fn pair_sum[F](x: &[F], y: &[F], op: Arith) -> f64 where [F: Lane + Elem] {
+        match op {
+            Arith::Add => zip_sum(x, y, |a, b| a + b),
+            Arith::Sub => zip_sum(x, y, |a, b| a - b),
+            Arith::Mul => zip_sum(x, y, |a, b| a * b),
+            Arith::Div => zip_sum(x, y, |a, b| a / b),
+            Arith::Rem => zip_sum(x, y, |a, b| a % b),
+        }
     }
 }
 
