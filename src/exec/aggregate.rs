@@ -1479,16 +1479,16 @@ multiversion! {
             fold_run(acc, g, y, &Keep::default());
             return false;
         }
-        if let (Target::One(g), true, true) = (s.target, plain, acc.needs.sum_only()) {
-            if let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len) {
-                // Two value columns combined, in place, summed as they are read: every
-                // cell holds a value (plain), and only the sum is asked.
-                let n = s.len as u64;
-                acc.cells[g] += n;
-                acc.n[g] += n;
-                acc.fsum[g] += sum;
-                return false;
-            }
+        if let (Target::One(g), true, true) = (s.target, plain, acc.needs.sum_only())
+            && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len)
+        {
+            // Two value columns combined, in place, summed as they are read: every cell
+            // holds a value (plain), and only the sum is asked.
+            let n = s.len as u64;
+            acc.cells[g] += n;
+            acc.n[g] += n;
+            acc.fsum[g] += sum;
+            return false;
         }
         let mut negative = false;
         for b in 0..s.len.div_ceil(BLOCK) {
