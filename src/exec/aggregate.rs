@@ -24,7 +24,7 @@ use super::metrics::AggregateMetrics;
 use super::payload::{Payload, PayloadMetrics, payload_stream};
 use super::program::{BLOCK, Cells, Lane, Program, Scratch, Ty, convert, weighted_program};
 use super::simd::multiversion;
-use crate::format::{Packing, elements, with_dtype};
+use crate::format::{DType, Packing, elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
@@ -1340,6 +1340,19 @@ multiversion! {
             weights.valid[q].then(|| weights.values[q])
         };
         let product = |y: F, w: f64| if f32_product { (y.f32() * w as f32) as f64 } else { y.f() * w };
+        // Two value columns combined, in place, times the segment's one weight, summed as
+        // they are read: `product` in `F` (f32 for a product in f32, f64 for one in f64).
+        if let (Target::One(g), true, false, true) = (s.target, plain, inner, acc.needs.sum_only())
+            && f32_product == (F::DTYPE == DType::F32)
+            && let Some(w) = weight_at(0)
+            && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len, F::of_f64(w))
+        {
+            let n = s.len as u64;
+            acc.cells[g] += n;
+            acc.n[g] += n;
+            acc.fsum[g] += sum;
+            return false;
+        }
         let mut negative = false;
         for b in 0..s.len.div_ceil(BLOCK) {
             let from = b * BLOCK;
@@ -1480,7 +1493,7 @@ multiversion! {
             return false;
         }
         if let (Target::One(g), true, true) = (s.target, plain, acc.needs.sum_only())
-            && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len)
+            && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len, F::of_f64(1.0))
         {
             // Two value columns combined, in place, summed as they are read: every cell
             // holds a value (plain), and only the sum is asked.

@@ -328,12 +328,13 @@ impl Program {
         }
     }
 
-    /// The f64 sum of the results over cells `from..from + n` in one pass over the
-    /// stored values, nothing stored between: when the program is two value columns
-    /// combined ([`Step::LoadPair`]) that `cells` holds in place as `F`. The results are
-    /// those [`eval`](Self::eval) computes (the same operation on the same values).
+    /// The f64 sum of the results times `scale` (in `F`) over cells `from..from + n` in
+    /// one pass over the stored values, nothing stored between: when the program is two
+    /// value columns combined ([`Step::LoadPair`]) that `cells` holds in place as `F`.
+    /// The results are those [`eval`](Self::eval) computes (the same operation on the
+    /// same values); a scale of 1 changes none of them.
     #[inline(always)]
-    pub fn pair_sum<C: Cells, F: Lane + Elem>(&self, cells: &C, from: usize, n: usize) -> Option<f64> {
+    pub fn pair_sum<C: Cells, F: Lane + Elem>(&self, cells: &C, from: usize, n: usize, scale: F) -> Option<f64> {
         let [Op::Step(ty, Step::LoadPair(j, k, a))] = self.ops[..] else {
             return None;
         };
@@ -341,7 +342,7 @@ impl Program {
             return None;
         }
         let (x, y) = (cells.view::<F>(j, from, n)?, cells.view::<F>(k, from, n)?);
-        Some(pair_sum(x, y, a))
+        Some(pair_sum(x, y, a, scale))
     }
 
     /// The results over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or
@@ -406,15 +407,15 @@ multiversion! {
 }
 
 multiversion! {
-    /// The f64 sum of `x[i] op y[i]` ([`zip_sum`]), one loop per operation.
+    /// The f64 sum of `(x[i] op y[i]) * scale` ([`zip_sum`]), one loop per operation.
     #[inline(never)]
-    fn pair_sum[F](x: &[F], y: &[F], op: Arith) -> f64 where [F: Lane + Elem] {
+    fn pair_sum[F](x: &[F], y: &[F], op: Arith, scale: F) -> f64 where [F: Lane + Elem] {
         match op {
-            Arith::Add => zip_sum(x, y, |a, b| a + b),
-            Arith::Sub => zip_sum(x, y, |a, b| a - b),
-            Arith::Mul => zip_sum(x, y, |a, b| a * b),
-            Arith::Div => zip_sum(x, y, |a, b| a / b),
-            Arith::Rem => zip_sum(x, y, |a, b| a % b),
+            Arith::Add => zip_sum(x, y, |a, b| (a + b) * scale),
+            Arith::Sub => zip_sum(x, y, |a, b| (a - b) * scale),
+            Arith::Mul => zip_sum(x, y, |a, b| (a * b) * scale),
+            Arith::Div => zip_sum(x, y, |a, b| (a / b) * scale),
+            Arith::Rem => zip_sum(x, y, |a, b| (a % b) * scale),
         }
     }
 }

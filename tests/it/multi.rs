@@ -476,6 +476,16 @@ async fn float_columns_fold_in_place_as_datafusion_does() {
                  count(*) FROM {from} GROUP BY {key}"
             ),
             format!("SELECT corr({a}, {b}), covar_pop({b}, {a}), avg({a}), sum({a} - {b}) FROM {from} WHERE {pred}"),
+            // A product of both times a weight of the outermost axis, in f32 and in f64
+            // (summed as read where the product is of the columns' own type).
+            format!(
+                "SELECT sum({a} * {b} * CAST({w} AS FLOAT)), sum(CAST({w} AS DOUBLE)) FROM {from}",
+                w = case.axes[0].0
+            ),
+            format!(
+                "SELECT sum({a} * {b} * CAST({w} AS DOUBLE)) FROM {from}",
+                w = case.axes[0].0
+            ),
         ] {
             assert_folds_as_datafusion(&ctx, &sql, k).await;
         }
