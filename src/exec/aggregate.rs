@@ -7,7 +7,8 @@
 //! by the logical rewrite in `sql`) combines partitions and groups whose keys are equal.
 //!
 //! Aggregates share accumulators by input ([`Input`]): the stored values of the tile,
-//! optionally kept by a range (`WHERE`/`FILTER` comparisons of `v`), fold in the
+//! optionally kept by ranges of stored values ([`ValueRanges`]: `WHERE`/`FILTER`
+//! comparisons of value columns with constants), fold in the
 //! vectorized kernels, and their states are mapped at emit (packing, affine inputs such as
 //! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
 //! cells ([`TileExprs`]) and folded from the resulting arrays.
@@ -17,7 +18,7 @@ use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
-    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run,
+    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run, masked_sum,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
@@ -28,7 +29,7 @@ use crate::format::{DType, Packing, elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
-    TableModel, VALUE_COLUMN, value_range, weighted_input,
+    TableModel, VALUE_COLUMN, ValueRanges, value_ranges, weighted_input,
 };
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::buffer::Buffer;
@@ -82,8 +83,9 @@ fn union(a: Needs, b: Needs) -> Needs {
 /// What one set of accumulators folds.
 #[derive(Debug, Clone, PartialEq)]
 enum Source {
-    /// The tile's stored values, kept by a range of them.
-    Stored { range: Option<KeyRange> },
+    /// The tile's stored values kept by `ranges`; without the tile (a table of several
+    /// datasets) the cells those ranges keep.
+    Stored { ranges: ValueRanges },
     /// Expression `value` (index into the [`TileExprs`]; `None`: cells only) over the cells
     /// that pass the row filter and where expression `filter` is true. Both are evaluated
     /// on the rows the row filter keeps, as DataFusion evaluates them above its filter.
@@ -92,25 +94,36 @@ enum Source {
         filter: Option<usize>,
     },
     /// Weight `weight` (index into [`FoldPlan::weights`]) times the stored values mapped
-    /// by `value` (`None`: the weight alone), over the cells kept by a range of the
-    /// stored values.
+    /// by `value` (`None`: the weight alone), over the cells `ranges` keep.
     Weighted {
         weight: usize,
         value: Option<Affine>,
         f32_product: bool,
-        range: Option<KeyRange>,
+        ranges: ValueRanges,
     },
-    /// Program `program` (index into [`FoldPlan::programs`]) over the stored values kept
-    /// by a range of them.
-    Program { program: usize, range: Option<KeyRange> },
+    /// Program `program` (index into [`FoldPlan::programs`]) over the cells `ranges` keep.
+    Program { program: usize, ranges: ValueRanges },
     /// Program `program` times weight `weight` (index into [`FoldPlan::weights`]), per
     /// cell: in f32 when `f32_product` (then widened), else in f64.
     WeightedProgram {
         program: usize,
         weight: usize,
         f32_product: bool,
-        range: Option<KeyRange>,
+        ranges: ValueRanges,
     },
+}
+
+impl Source {
+    /// The ranges of stored values that keep the source's cells (`None`: evaluated).
+    fn ranges(&self) -> Option<&ValueRanges> {
+        match self {
+            Source::Stored { ranges }
+            | Source::Weighted { ranges, .. }
+            | Source::Program { ranges, .. }
+            | Source::WeightedProgram { ranges, .. } => Some(ranges),
+            Source::Evaluated { .. } => None,
+        }
+    }
 }
 
 /// One set of accumulators and how to read them.
@@ -146,9 +159,12 @@ struct FoldPlan {
     weights: Vec<(usize, Expr)>,
     /// Compiled expressions of the value columns.
     programs: Vec<Program>,
-    /// In a table of several datasets, the value columns the programs read (whose
-    /// aligned cells each task gathers); empty otherwise.
+    /// In a table of several datasets, the value columns the programs read and the
+    /// filters compare (whose aligned cells each task gathers); empty otherwise.
     aligned_columns: Vec<usize>,
+    /// In a table of several datasets, the distinct filters of the inputs as ranges of
+    /// stored values (which cells pass each is found once per task).
+    aligned_filters: Vec<ValueRanges>,
 }
 
 impl FoldPlan {
@@ -172,12 +188,8 @@ enum PairInput {
     /// filter and where expression `filter` is true.
     Evaluated { x: usize, y: usize, filter: Option<usize> },
     /// Programs `x`, `y` (indices into `programs`) over the cells kept by the missing
-    /// rules and a range of the stored values.
-    Compiled {
-        x: usize,
-        y: usize,
-        range: Option<KeyRange>,
-    },
+    /// rules and `ranges`.
+    Compiled { x: usize, y: usize, ranges: ValueRanges },
 }
 
 impl FoldPlan {
@@ -203,24 +215,19 @@ impl FoldPlan {
                 inputs.len() - 1
             }
         };
-        let stored = |range| Input {
-            source: Source::Stored { range },
+        let stored = |ranges| Input {
+            source: Source::Stored { ranges },
             needs: Needs::default(),
             float: dtype.is_float(),
             unsigned: dtype.is_unsigned(),
             packed: table.value().packing.is_some(),
         };
-        // Either filter as a range of the stored values, both combined.
-        let range_of = |f: &Option<Expr>| match f {
-            None => Some(None),
-            Some(e) => value_range(table, e).map(Some),
+        // Either filter as ranges of the stored values, both combined.
+        let ranges_of = |f: &Option<Expr>| match f {
+            None => Some(ValueRanges::default()),
+            Some(e) => value_ranges(table, e),
         };
-        let combined = |f: &Option<Expr>| -> Option<Option<KeyRange>> {
-            match (range_of(&row_filter)?, range_of(f)?) {
-                (Some(a), Some(b)) => Some(Some(a.and(b))),
-                (a, b) => Some(a.or(b)),
-            }
-        };
+        let combined = |f: &Option<Expr>| Some(ranges_of(&row_filter)?.and(&ranges_of(f)?));
         // Compiled expressions, shared by the inputs that evaluate them.
         let mut programs: Vec<Program> = Vec::new();
         let mut program_index = |p: Program| match programs.iter().position(|x| *x == p) {
@@ -241,16 +248,16 @@ impl FoldPlan {
                     return None;
                 };
                 let compiled = match (&a.filter, combined(&None)) {
-                    (None, Some(range)) => Program::compile(table, x)
+                    (None, Some(ranges)) => Program::compile(table, x)
                         .zip(Program::compile(table, y))
-                        .map(|p| (p, range)),
+                        .map(|p| (p, ranges)),
                     _ => None,
                 };
                 let p = match compiled {
-                    Some(((px, py), range)) => PairInput::Compiled {
+                    Some(((px, py), ranges)) => PairInput::Compiled {
                         x: program_index(px),
                         y: program_index(py),
-                        range,
+                        ranges,
                     },
                     None => PairInput::Evaluated {
                         x: expr_index(x.clone()),
@@ -275,7 +282,7 @@ impl FoldPlan {
             packed: false,
         };
         let rows = match combined(&None) {
-            Some(range) => add(stored(range)),
+            Some(ranges) => add(stored(ranges)),
             None => add(evaluated(None, &None, None)),
         };
         let mut of_agg = Vec::new();
@@ -320,25 +327,25 @@ impl FoldPlan {
                 _ => None,
             };
             let input = match (plain, weighted, combined(&a.filter)) {
-                (true, _, Some(range)) => stored(range),
-                (false, _, Some(range)) if program.is_some() => {
+                (true, _, Some(ranges)) => stored(ranges),
+                (false, _, Some(ranges)) if program.is_some() => {
                     let program = program_index(program.expect("checked"));
                     Input {
-                        source: Source::Program { program, range },
+                        source: Source::Program { program, ranges },
                         needs: Needs::default(),
                         float: true,
                         unsigned: false,
                         packed: false,
                     }
                 }
-                (false, None, Some(range)) if weighted_program.is_some() => {
+                (false, None, Some(ranges)) if weighted_program.is_some() => {
                     let (w, p) = weighted_program.expect("checked");
                     Input {
                         source: Source::WeightedProgram {
                             program: program_index(p),
                             weight: weight_index(w.axis, w.weight),
                             f32_product: w.f32_product,
-                            range,
+                            ranges,
                         },
                         needs: Needs::default(),
                         float: true,
@@ -346,7 +353,7 @@ impl FoldPlan {
                         packed: false,
                     }
                 }
-                (false, Some(w), Some(range)) => {
+                (false, Some(w), Some(ranges)) => {
                     let weight = weight_index(w.axis, w.weight);
                     // The stored values are v unpacked.
                     let value = w.value.map(|m| packing.map_or(m, |p| p.then(m)));
@@ -355,7 +362,7 @@ impl FoldPlan {
                             weight,
                             value,
                             f32_product: w.f32_product,
-                            range,
+                            ranges,
                         },
                         needs: Needs::default(),
                         float: true,
@@ -390,17 +397,28 @@ impl FoldPlan {
             || inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
         let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
         let exprs = TileExprs::new(table, &exprs)?;
-        let aligned_columns = match table.is_multi() {
-            true => programs
-                .iter()
-                .flat_map(|p| p.columns().iter().copied())
-                .collect::<BTreeSet<usize>>()
-                .into_iter()
-                .collect(),
-            false => Vec::new(),
-        };
+        // In a table of several datasets: the distinct filters of the inputs (which
+        // cells pass each is found once per task), and the columns the programs read and
+        // the filters compare.
+        let mut aligned_filters: Vec<ValueRanges> = Vec::new();
+        let mut aligned_columns = BTreeSet::new();
+        if table.is_multi() {
+            let compiled = pairs.iter().filter_map(|p| match p {
+                PairInput::Compiled { ranges, .. } => Some(ranges),
+                PairInput::Evaluated { .. } => None,
+            });
+            for r in inputs.iter().filter_map(|i| i.source.ranges()).chain(compiled) {
+                if !r.is_empty() && !aligned_filters.contains(r) {
+                    aligned_filters.push(r.clone());
+                    aligned_columns.extend(r.columns());
+                }
+            }
+            aligned_columns.extend(programs.iter().flat_map(|p| p.columns().iter().copied()));
+        }
+        let aligned_columns = aligned_columns.into_iter().collect();
         Ok(FoldPlan {
             aligned_columns,
+            aligned_filters,
             inputs,
             of_agg,
             pairs,
@@ -660,7 +678,13 @@ impl FoldJob {
             let tile = tiles.first().cloned().flatten().filter(|_| !table.is_multi());
             let aligned = match self.fold.aligned_columns.is_empty() {
                 true => None,
-                false => Some(AlignedCells::new(table, &task, &tiles, &self.fold.aligned_columns)?),
+                false => Some(AlignedCells::new(
+                    table,
+                    &task,
+                    &tiles,
+                    &self.fold.aligned_columns,
+                    &self.fold.aligned_filters,
+                )?),
             };
             let cells = match &aligned {
                 Some(a) => TaskCells::Aligned(a),
@@ -694,14 +718,14 @@ impl FoldJob {
             };
             // Inputs over stored values walk the tile slab by slab, all of them per slab,
             // so that each slab is read from memory once and from cache by the others.
-            // (A stored input without its tile counts cells: it reads no values.)
+            // (A stored input without its tile or ranges counts cells: it reads no values.)
             let direct = self
                 .fold
                 .inputs
                 .iter()
-                .filter(|i| match i.source {
+                .filter(|i| match &i.source {
                     Source::Evaluated { .. } => false,
-                    Source::Stored { .. } => tile.is_some(),
+                    Source::Stored { ranges } => tile.is_some() || (aligned.is_some() && !ranges.is_empty()),
                     _ => true,
                 })
                 .count()
@@ -725,8 +749,16 @@ impl FoldJob {
                 for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
                     let tile = tile.as_ref();
                     match &input.source {
-                        Source::Stored { range } => fold_stored(table, acc, &gi, slab, &start, tile, *range),
-                        Source::Program { program, range } => {
+                        Source::Stored { ranges } if aligned.is_some() && !ranges.is_empty() => {
+                            let mut kernel = RowKernel {
+                                acc,
+                                at: vec![0; BLOCK],
+                            };
+                            // The cells that pass hold values in the columns compared.
+                            walk.run(&[], ranges, None, &mut kernel)?
+                        }
+                        Source::Stored { ranges } => fold_stored(table, acc, &gi, slab, &start, tile, ranges.of(0)),
+                        Source::Program { program, ranges } => {
                             let program = &self.fold.programs[*program];
                             let mut kernel = ProgramKernel {
                                 acc,
@@ -735,13 +767,13 @@ impl FoldJob {
                                 at: vec![0; BLOCK],
                             };
                             let columns = program.columns();
-                            walk.run(columns, *range, None, &mut kernel)?
+                            walk.run(columns, ranges, None, &mut kernel)?
                         }
                         Source::Weighted {
                             weight,
                             value,
                             f32_product,
-                            range,
+                            ranges,
                         } => {
                             let w = Weights {
                                 axis: self.fold.weights[*weight].0,
@@ -749,13 +781,13 @@ impl FoldJob {
                                 value: *value,
                                 f32_product: *f32_product,
                             };
-                            fold_weighted(table, acc, &gi, slab, &start, tile, w, *range)?
+                            fold_weighted(table, acc, &gi, slab, &start, tile, w, ranges.of(0))?
                         }
                         Source::WeightedProgram {
                             program,
                             weight,
                             f32_product,
-                            range,
+                            ranges,
                         } => {
                             let program = &self.fold.programs[*program];
                             let axis = self.fold.weights[*weight].0;
@@ -770,13 +802,13 @@ impl FoldJob {
                                 products: vec![0.0; BLOCK],
                             };
                             let (columns, split) = (program.columns(), Some(axis));
-                            walk.run(columns, *range, split, &mut kernel)?
+                            walk.run(columns, ranges, split, &mut kernel)?
                         }
                         Source::Evaluated { .. } => {}
                     }
                 }
                 for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
-                    if let PairInput::Compiled { x, y, range } = p {
+                    if let PairInput::Compiled { x, y, ranges } = p {
                         let (x, y) = (&self.fold.programs[*x], &self.fold.programs[*y]);
                         let columns: Vec<usize> = x.columns().iter().chain(y.columns()).copied().collect();
                         let mut kernel = PairKernel {
@@ -787,7 +819,7 @@ impl FoldJob {
                             sy: y.scratch(),
                             at: vec![0; BLOCK],
                         };
-                        walk.run(&columns, *range, None, &mut kernel)?
+                        walk.run(&columns, ranges, None, &mut kernel)?
                     }
                 }
                 cell_base += slab.cells as usize;
@@ -1207,12 +1239,12 @@ struct CellWalk<'a> {
 
 impl CellWalk<'_> {
     /// Walk the segments, split at each position of axis `split` if any, with `kernel`
-    /// over a dataset's stored values kept by its missing rule and `range`, or the
-    /// aligned cells of value columns `columns`.
+    /// over a dataset's stored values kept by its missing rule and `ranges`, or the
+    /// aligned cells of value columns `columns` kept by theirs and `ranges`.
     fn run<K: CellKernel>(
         &self,
         columns: &[usize],
-        range: Option<KeyRange>,
+        ranges: &ValueRanges,
         split: Option<usize>,
         kernel: &mut K,
     ) -> Result<()> {
@@ -1230,7 +1262,7 @@ impl CellWalk<'_> {
             TaskCells::Tile(Some(tile)) => with_dtype!(table.dataset().dtype(), T => {
                 let keep = Keep {
                     missing: Missing::<T>::of(&table.value().missing),
-                    range,
+                    range: ranges.of(0),
                 };
                 let t = elements::<T>(tile);
                 walk_segments(gi, task, start, split, |s| {
@@ -1243,7 +1275,7 @@ impl CellWalk<'_> {
                 });
             }),
             TaskCells::Aligned(cells) => {
-                let mut run = cells.run(columns);
+                let mut run = cells.run(columns, ranges)?;
                 walk_segments(gi, task, start, split, |s| {
                     run.at(cell_base + s.cell_offset);
                     negative |= kernel.segment(&s, &run);
@@ -1272,6 +1304,47 @@ impl CellKernel for ProgramKernel<'_> {
         match p.eval_ty() {
             Ty::F64 => fold_program_run::<C, f64>(acc, s, cells, p, scratch, at),
             Ty::F32 => fold_program_run::<C, f32>(acc, s, cells, p, scratch, at),
+        }
+    }
+}
+
+/// The rows that ranges of stored values keep (in a table of several datasets), counted.
+struct RowKernel<'a> {
+    acc: &'a mut Accumulators,
+    at: Vec<u32>,
+}
+
+impl CellKernel for RowKernel<'_> {
+    #[inline(always)]
+    fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
+        count_rows(self.acc, s, cells, &mut self.at);
+        false
+    }
+}
+
+multiversion! {
+    /// Count segment `s`'s kept cells as rows (cells and values) of their groups.
+    fn count_rows[C](acc: &mut Accumulators, s: &Segment, cells: &C, at: &mut [u32]) where [C: Cells] {
+        let mut mask = [0u8; BLOCK];
+        for b in 0..s.len.div_ceil(BLOCK) {
+            let from = b * BLOCK;
+            let n = BLOCK.min(s.len - from);
+            match s.target {
+                Target::One(g) => {
+                    cells.mask(from, n, &mut mask[..n]);
+                    let m = mask[..n].iter().map(|&k| k as u32).sum::<u32>() as u64;
+                    acc.cells[g] += m;
+                    acc.n[g] += m;
+                }
+                Target::Each { base, stride, ids, .. } => {
+                    let m = cells.kept(from, n, at);
+                    for &i in &at[..m] {
+                        let g = base + ids[from + i as usize] as usize * stride;
+                        acc.cells[g] += 1;
+                        acc.n[g] += 1;
+                    }
+                }
+            }
         }
     }
 }
@@ -1348,9 +1421,7 @@ multiversion! {
             && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len, F::of_f64(w))
         {
             let n = s.len as u64;
-            acc.cells[g] += n;
-            acc.n[g] += n;
-            acc.fsum[g] += sum;
+            acc.add_sum(g, n, n, sum);
             return false;
         }
         let mut negative = false;
@@ -1458,13 +1529,10 @@ impl<T: Elem> Cells for StoredRun<'_, T> {
     }
 
     #[inline(always)]
-    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize {
-        let mut m = 0;
-        for (i, &v) in self.x[from..from + n].iter().enumerate() {
-            at[m] = i as u32;
-            m += self.keep.test(v) as usize;
-        }
-        m
+    fn mask(&self, from: usize, n: usize, out: &mut [u8]) {
+        out.iter_mut()
+            .zip(&self.x[from..from + n])
+            .for_each(|(o, &v)| *o = self.keep.test(v) as u8);
     }
 
     #[inline(always)]
@@ -1498,11 +1566,14 @@ multiversion! {
             // Two value columns combined, in place, summed as they are read: every cell
             // holds a value (plain), and only the sum is asked.
             let n = s.len as u64;
-            acc.cells[g] += n;
-            acc.n[g] += n;
-            acc.fsum[g] += sum;
+            acc.add_sum(g, n, n, sum);
             return false;
         }
+        // Sums and counts of kept cells (not all kept) of one group, where evaluating
+        // every cell cannot fail: evaluated whole, summed under the mask of kept cells.
+        let needs = acc.needs;
+        let masked = !(plain || program.fallible() || needs.isum || needs.min_max || needs.moments);
+        let mut mask = [0u8; BLOCK];
         let mut negative = false;
         for b in 0..s.len.div_ceil(BLOCK) {
             let from = b * BLOCK;
@@ -1511,6 +1582,13 @@ multiversion! {
                 let (y, neg) = program.eval::<C, F>(cells, from, None, n, scratch);
                 negative |= neg;
                 fold_run(acc, g, y, &Keep::default());
+                continue;
+            }
+            if let (Target::One(g), true) = (s.target, masked) {
+                let (y, _) = program.eval::<C, F>(cells, from, None, n, scratch);
+                cells.mask(from, n, &mut mask[..n]);
+                let (m, sum) = masked_sum(y, &mask[..n]);
+                acc.add_sum(g, if ranged { m } else { n as u64 }, m, sum);
                 continue;
             }
             // Evaluate only the kept cells (all of the block: read in place).

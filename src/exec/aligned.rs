@@ -9,9 +9,11 @@
 
 use super::cells::selected_bytes;
 use super::fold::{Elem, Missing};
-use super::program::{BLOCK, Cells, Lane, convert};
+use super::program::{Cells, Lane, convert};
+use super::simd::multiversion;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel};
+use crate::plan::{KeyRange, NanRule, ValueRanges, order_key};
 use arrow::buffer::Buffer;
 use datafusion::common::{Result, internal_err};
 use std::borrow::Cow;
@@ -30,13 +32,23 @@ struct Column {
 pub struct AlignedCells {
     /// Per value column of the table, its cells when read.
     columns: Vec<Option<Column>>,
+    /// Per set of ranges the fold's filters make, a byte per cell: 1 where the cells
+    /// pass them (every column named holds a value in its range).
+    kept: Vec<(ValueRanges, Vec<u8>)>,
 }
 
 impl AlignedCells {
     /// The cells of `task` in value columns `wanted` (indices into `table.values`), from
     /// their decoded tiles `tiles` (one per value column, as the payload stream hands
-    /// them out).
-    pub fn new(table: &TableModel, task: &ChunkTask, tiles: &[Option<Buffer>], wanted: &[usize]) -> Result<Self> {
+    /// them out), and which of them pass each of `filters` (each among the columns
+    /// wanted): one pass per filter over the task, however many kernels read it.
+    pub fn new(
+        table: &TableModel,
+        task: &ChunkTask,
+        tiles: &[Option<Buffer>],
+        wanted: &[usize],
+        filters: &[ValueRanges],
+    ) -> Result<Self> {
         let mut columns: Vec<Option<Column>> = (0..table.values.len()).map(|_| None).collect();
         for &k in wanted {
             let (Some(v), Some(Some(tile))) = (table.values.get(k), tiles.get(k)) else {
@@ -63,22 +75,45 @@ impl AlignedCells {
                 valid,
             });
         }
-        Ok(AlignedCells { columns })
+        let mut kept = Vec::with_capacity(filters.len());
+        for ranges in filters {
+            let mut pass = vec![1u8; task.cells as usize];
+            for (k, r) in ranges.iter() {
+                let Some(Some(c)) = columns.get(k) else {
+                    return internal_err!("a filter compares value column {k}, which the fold did not read");
+                };
+                if let Some(valid) = &c.valid {
+                    pass.iter_mut().zip(valid).for_each(|(p, &v)| *p &= v);
+                }
+                with_dtype!(c.dtype, T => in_range(&elements::<T>(c.bytes.as_slice()), r, &mut pass));
+            }
+            kept.push((ranges.clone(), pass));
+        }
+        Ok(AlignedCells { columns, kept })
     }
 
-    /// The cells as read by a kernel over value columns `columns` (all among those
-    /// read): a cell is kept where every one of them holds a value. The run starts at
-    /// the task's first cell ([`AlignedRun::at`] moves it).
-    pub fn run(&self, columns: &[usize]) -> AlignedRun<'_> {
-        let masks: Vec<&[u8]> = columns
+    /// The cells as read by a kernel over value columns `columns`, kept by `ranges`
+    /// (one of the filters the cells were made with, or none): a cell is kept where
+    /// every column read holds a value and it passes the filter. The run starts at the
+    /// task's first cell ([`AlignedRun::at`] moves it).
+    pub fn run(&self, columns: &[usize], ranges: &ValueRanges) -> Result<AlignedRun<'_>> {
+        let mut masks: Vec<&[u8]> = columns
             .iter()
             .filter_map(|&k| self.columns.get(k)?.as_ref()?.valid.as_deref())
             .collect();
-        AlignedRun {
+        let ranged = !ranges.is_empty();
+        if ranged {
+            let Some((_, pass)) = self.kept.iter().find(|(r, _)| r == ranges) else {
+                return internal_err!("the fold keeps cells by a filter the aligned cells were not made with");
+            };
+            masks.push(pass);
+        }
+        Ok(AlignedRun {
             cells: self,
             masks,
+            ranged,
             offset: 0,
-        }
+        })
     }
 }
 
@@ -104,11 +139,55 @@ fn validity<T: Elem>(x: &[T], rule: &Missing<T>) -> Vec<u8> {
     valid
 }
 
+multiversion! {
+    /// `valid[i] &= x[i]` lies in `r` (by order key): as float comparisons where they are
+    /// exact ([`KeyRange::float_bounds`]) and NaNs of each sign all in or all out (`v > c`
+    /// keeps every positive NaN), which vectorize; else by keys.
+    fn in_range[T](x: &[T], r: KeyRange, valid: &mut [u8]) where [T: Elem] {
+        let b = r.float_bounds();
+        // Whether all NaNs of a sign are in (`Some(true)`), none (`Some(false)`), or some.
+        let nans = |first: f64, last: f64| {
+            let (lo, hi) = (order_key(first), order_key(last));
+            let (lo, hi) = (lo.min(hi), lo.max(hi));
+            if r.lo <= lo && hi <= r.hi {
+                Some(true)
+            } else if r.hi < lo || hi < r.lo || r.lo > r.hi {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        // The positive NaNs' keys run from just above +inf to the top, the negative ones'
+        // from the bottom to just below -inf.
+        let positive = nans(f64::from_bits(0x7ff0_0000_0000_0001), f64::from_bits(u64::MAX >> 1));
+        let negative = nans(f64::from_bits(u64::MAX), f64::from_bits(0xfff0_0000_0000_0001));
+        match (T::bounds(b.lo, b.hi), b.nan, positive, negative) {
+            (Some((lo, hi)), NanRule::None, ..) => valid
+                .iter_mut()
+                .zip(x)
+                .for_each(|(v, &e)| *v &= ((lo <= e) & (e <= hi)) as u8),
+            (Some((lo, hi)), _, Some(pos), Some(neg)) => valid.iter_mut().zip(x).for_each(|(v, &e)| {
+                let f = e.f();
+                #[allow(clippy::eq_op)]
+                let nan_in = (f != f) & if f.is_sign_negative() { neg } else { pos };
+                *v &= (((lo <= e) & (e <= hi)) | nan_in) as u8
+            }),
+            _ => valid
+                .iter_mut()
+                .zip(x)
+                .for_each(|(v, &e)| *v &= r.contains(e.key()) as u8),
+        }
+    }
+}
+
 /// A run of a task's aligned cells ([`AlignedCells::run`]).
 pub struct AlignedRun<'a> {
     cells: &'a AlignedCells,
-    /// The validity of the columns read that have a missing-value rule.
+    /// The validity of the columns read that have a missing-value rule, and the cells
+    /// that pass the filter.
     masks: Vec<&'a [u8]>,
+    /// A filter drops cells (they are not rows).
+    ranged: bool,
     offset: usize,
 }
 
@@ -119,21 +198,20 @@ impl Cells for AlignedRun<'_> {
     }
 
     #[inline(always)]
-    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize {
+    fn ranged(&self) -> bool {
+        self.ranged
+    }
+
+    #[inline(always)]
+    fn mask(&self, from: usize, n: usize, valid: &mut [u8]) {
         let base = self.offset + from;
-        let mut valid = [1u8; BLOCK];
+        valid[..n].fill(1);
         for mask in &self.masks {
             valid[..n]
                 .iter_mut()
                 .zip(&mask[base..base + n])
                 .for_each(|(v, &m)| *v &= m);
         }
-        let mut m = 0;
-        for (i, &v) in valid[..n].iter().enumerate() {
-            at[m] = i as u32;
-            m += v as usize;
-        }
-        m
     }
 
     #[inline(always)]
@@ -162,5 +240,66 @@ impl Cells for AlignedRun<'_> {
             Cow::Borrowed(x) => Some(x),
             Cow::Owned(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vectorized range test keeps exactly the elements whose order key the range
+    /// holds, for NaNs of either sign, signed zeros, infinities and subnormals.
+    #[test]
+    fn in_range_keeps_what_the_keys_say() {
+        let specials = [
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(0x7ff0_0000_0000_0001),
+            f64::from_bits(0xfff8_0000_0000_0123),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.5,
+            -2.5,
+            1e-40,
+            -1e-310,
+            3.0e38,
+            100.0,
+        ];
+        let mut ranges = vec![KeyRange::ALL, KeyRange { lo: 3, hi: 2 }];
+        for c in specials {
+            let k = order_key(c);
+            ranges.extend([
+                KeyRange { lo: k, hi: k },
+                KeyRange { lo: k, hi: i64::MAX },
+                KeyRange { lo: i64::MIN, hi: k },
+                KeyRange {
+                    lo: k.saturating_add(1),
+                    hi: i64::MAX,
+                },
+                KeyRange {
+                    lo: i64::MIN,
+                    hi: k.saturating_sub(1),
+                },
+            ]);
+        }
+        fn check<T: Elem>(x: &[T], ranges: &[KeyRange]) {
+            for &r in ranges {
+                let mut valid = vec![1u8; x.len()];
+                in_range(x, r, &mut valid);
+                for (v, &e) in valid.iter().zip(x) {
+                    assert_eq!(*v == 1, r.contains(e.key()), "{r:?} {}", e.f());
+                }
+            }
+        }
+        let f64s: Vec<f64> = specials.to_vec();
+        let f32s: Vec<f32> = specials.iter().map(|&x| x as f32).collect();
+        let i16s: Vec<i16> = vec![-3, -1, 0, 1, 2, 100, i16::MIN, i16::MAX];
+        let u8s: Vec<u8> = vec![0, 1, 2, 100, 255];
+        check(&f64s, &ranges);
+        check(&f32s, &ranges);
+        check(&i16s, &ranges);
+        check(&u8s, &ranges);
     }
 }

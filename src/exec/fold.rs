@@ -85,6 +85,30 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
     lanes_total(s)
 }
 
+/// The number of 1s in `mask` and the f64 sum of the `y[i]` where `mask[i]` is 1 (of one
+/// length), in [`CO_LANES`] lanes as [`lane_sum`]: the others are skipped, not added as
+/// 0 (a NaN or infinity there changes nothing).
+#[inline(always)]
+pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
+    let n = y.len().min(mask.len());
+    let (y, mask) = (&y[..n], &mask[..n]);
+    let kept = mask.iter().map(|&k| k as u32).sum::<u32>() as u64;
+    let mut s = [0f64; CO_LANES];
+    let (cy, cm) = (y.chunks_exact(CO_LANES), mask.chunks_exact(CO_LANES));
+    let (ry, rm) = (cy.remainder(), cm.remainder());
+    // `y` or +0 by its bits (`mask` 1 → every bit kept): a select that vectorizes.
+    let keep = |a: T, k: u8| f64::from_bits(a.f().to_bits() & (k as u64).wrapping_neg());
+    for (a, k) in cy.zip(cm) {
+        for i in 0..CO_LANES {
+            s[i] += keep(a[i], k[i]);
+        }
+    }
+    for (i, (&a, &k)) in ry.iter().zip(rm).enumerate() {
+        s[i] += if k != 0 { a.f() } else { 0.0 };
+    }
+    (kept, lanes_total(s))
+}
+
 /// The sum of [`CO_LANES`] lanes, pairwise.
 #[inline(always)]
 fn lanes_total(s: [f64; CO_LANES]) -> f64 {
@@ -278,6 +302,17 @@ impl Accumulators {
         }
         self.pending[g] = self.pending[g].wrapping_add(1);
         self.pending[g + len] = self.pending[g + len].wrapping_sub(1);
+    }
+
+    /// Add to group `g` `cells` cells, of which `n` hold values summing to `sum` (when
+    /// the sum is asked).
+    #[inline(always)]
+    pub fn add_sum(&mut self, g: usize, cells: u64, n: u64, sum: f64) {
+        self.cells[g] += cells;
+        self.n[g] += n;
+        if self.needs.fsum {
+            self.fsum[g] += sum;
+        }
     }
 
     /// Add the deferred counts into `cells` and `n`; call before reading them.
@@ -1072,11 +1107,8 @@ multiversion! {
         for (i, &x) in rest.iter().enumerate() {
             s[i] += (x.f32() * wf) as f64;
         }
-        acc.cells[g] += run.len() as u64;
-        acc.n[g] += run.len() as u64;
-        if acc.needs.fsum {
-            acc.fsum[g] += lanes_total(s);
-        }
+        let n = run.len() as u64;
+        acc.add_sum(g, n, n, lanes_total(s));
     }
 }
 

@@ -128,9 +128,16 @@ pub trait Cells {
     fn ranged(&self) -> bool {
         false
     }
+    /// Per cell of `from..from + n` (`n` ≤ [`BLOCK`]), 1 in `out` where it is kept, else 0.
+    fn mask(&self, from: usize, n: usize, out: &mut [u8]);
     /// Write to `at` the offsets (from `from`) of the kept cells among `from..from + n`
     /// (`n` ≤ [`BLOCK`]); returns how many.
-    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize;
+    #[inline(always)]
+    fn kept(&self, from: usize, n: usize, at: &mut [u32]) -> usize {
+        let mut mask = [0u8; BLOCK];
+        self.mask(from, n, &mut mask[..n]);
+        offsets(&mask[..n], at)
+    }
     /// Value column `k`'s values converted to `F` (and unpacked), `x`, combined into
     /// `out` as `out[i] = with(out[i], x[i])`: those of cells `from..from + out.len()`,
     /// or with `at`, those of cells `from + at[i]`.
@@ -141,6 +148,38 @@ pub trait Cells {
         let _ = (k, from, n);
         None
     }
+}
+
+/// Write to `at` the offsets where `mask` is 1; returns how many. Eight cells at a time
+/// where all or none are kept (filters on smooth fields keep runs), one by one elsewhere.
+#[inline(always)]
+pub fn offsets(mask: &[u8], at: &mut [u32]) -> usize {
+    const ALL: u64 = u64::from_ne_bytes([1; 8]);
+    let mut m = 0;
+    let words = mask.chunks_exact(8);
+    let tail = words.remainder();
+    for (w, bytes) in words.enumerate() {
+        let i = (w * 8) as u32;
+        match u64::from_ne_bytes(bytes.try_into().expect("eight bytes")) {
+            0 => {}
+            ALL => {
+                at[m..m + 8].iter_mut().zip(i..).for_each(|(a, j)| *a = j);
+                m += 8;
+            }
+            _ => {
+                for (j, &k) in (i..).zip(bytes) {
+                    at[m] = j;
+                    m += k as usize;
+                }
+            }
+        }
+    }
+    let base = (mask.len() - tail.len()) as u32;
+    for (j, &k) in (base..).zip(tail) {
+        at[m] = j;
+        m += k as usize;
+    }
+    m
 }
 
 /// Stored values `x` converted (and unpacked by `packing`) and combined into `out` by
@@ -291,6 +330,12 @@ impl Program {
             widened,
             columns,
         })
+    }
+
+    /// True when evaluating a cell can fail (a square root of a negative number): the
+    /// program must then be evaluated on kept cells only, as DataFusion does.
+    pub fn fallible(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, Op::Step(_, Step::Sqrt)))
     }
 
     /// The value columns the program reads (indices into the table's values, ascending).

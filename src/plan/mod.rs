@@ -35,5 +35,5 @@ pub use limits::{
 pub use selection::AxisSelection;
 pub use table::{TableModel, ValueColumn};
 pub use tasks::{ChunkTask, Slabs, TilePart, aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
-pub use value_range::{FloatBounds, KeyRange, NanRule, order_key, value_range};
+pub use value_range::{FloatBounds, KeyRange, NanRule, ValueRanges, order_key, value_ranges};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

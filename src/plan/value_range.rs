@@ -1,11 +1,10 @@
-//! Comparisons of `v` with constants as ranges of order keys: the order DataFusion
-//! compares floats in, Arrow's IEEE 754 totalOrder (NaN above +inf, a NaN with its sign
-//! bit set below -inf) after DataFusion maps -0 to +0. The fold tests a range with one
-//! integer comparison per element instead of evaluating the predicate.
+//! Comparisons of value columns with constants as ranges of order keys: the order
+//! DataFusion compares floats in, Arrow's IEEE 754 totalOrder (NaN above +inf, a NaN with
+//! its sign bit set below -inf) after DataFusion maps -0 to +0. The fold tests a range
+//! with one integer comparison per element instead of evaluating the predicate.
 
-use super::aggregate::value_input;
+use super::aggregate::widens;
 use super::table::TableModel;
-use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 
@@ -105,18 +104,75 @@ impl KeyRange {
     }
 }
 
-/// `e` as a range of `v`'s values when it is a conjunction of comparisons of `v` (or a
-/// widening cast of it) with numeric constants (`<`, `<=`, `>`, `>=`, `=`, `BETWEEN`) and
-/// `v IS NOT NULL`; `None` for anything else. Only for stored types whose values are exact
-/// as f64 (not 64-bit integers) and unpacked datasets, where comparing f64 keys is exactly
-/// DataFusion's comparison. Not for tables of several datasets (their value columns are
-/// named by the datasets; filters of them are evaluated).
-pub fn value_range(table: &TableModel, e: &Expr) -> Option<KeyRange> {
-    let dtype = table.dataset().dtype();
-    if table.is_multi() || table.value().packing.is_some() || (dtype.size() == 8 && !dtype.is_float()) {
-        return None;
+/// What a filter keeps, as ranges of stored values: a row is kept where each value
+/// column named holds a value (not missing) whose order key lies in that column's range.
+/// Empty: every row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValueRanges(Vec<(usize, KeyRange)>);
+
+impl ValueRanges {
+    /// Rows both keep.
+    pub fn and(mut self, o: &ValueRanges) -> ValueRanges {
+        for &(k, r) in &o.0 {
+            match self.0.iter_mut().find(|(j, _)| *j == k) {
+                Some((_, q)) => *q = q.and(r),
+                None => self.0.push((k, r)),
+            }
+        }
+        self.0.sort_unstable_by_key(|(k, _)| *k);
+        self
     }
-    range_of(e, &table.value_type())
+
+    /// True when every row is kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Value column `k`'s range, if the filter names it.
+    pub fn of(&self, k: usize) -> Option<KeyRange> {
+        self.0.iter().find(|(j, _)| *j == k).map(|(_, r)| *r)
+    }
+
+    /// The value columns named and their ranges, by column.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, KeyRange)> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// The value columns named, ascending.
+    pub fn columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().map(|(k, _)| *k)
+    }
+}
+
+/// `e` as ranges of the value columns' stored values when it is a conjunction of
+/// comparisons of value columns (or widening casts of them) with numeric constants (`<`,
+/// `<=`, `>`, `>=`, `=`, `BETWEEN`) and `IS NOT NULL` of them; `None` for anything else.
+/// Only for columns whose stored values are exact as f64 (not 64-bit integers) and not
+/// packed, where comparing f64 keys is exactly DataFusion's comparison.
+pub fn value_ranges(table: &TableModel, e: &Expr) -> Option<ValueRanges> {
+    ranges_of(e, &|e| compared_column(table, e))
+}
+
+/// The value column `e` is, or a widening cast of, when its stored values compare as
+/// their f64 keys.
+fn compared_column(table: &TableModel, e: &Expr) -> Option<usize> {
+    let (k, v) = match e {
+        Expr::Column(c) => table.value_named(&c.name)?,
+        Expr::Cast(c) => {
+            let k = compared_column(table, &c.expr)?;
+            let from = table.values[k].data_type();
+            return (matches!(*c.expr, Expr::Column(_)) && widens(&from, c.field.data_type())).then_some(k);
+        }
+        Expr::TryCast(c) => {
+            let k = compared_column(table, &c.expr)?;
+            let from = table.values[k].data_type();
+            return (matches!(*c.expr, Expr::Column(_)) && widens(&from, c.field.data_type())).then_some(k);
+        }
+        _ => return None,
+    };
+    let dtype = v.dataset().dtype();
+    // 64-bit integers are not exact as f64 keys.
+    (v.packing.is_none() && (dtype.is_float() || dtype.size() != 8)).then_some(k)
 }
 
 /// A numeric constant of an expression: integers exactly, floats as they are (NaN
@@ -173,12 +229,13 @@ fn compare(op: Operator, c: f64) -> Option<KeyRange> {
     Some(KeyRange { lo, hi })
 }
 
-fn range_of(e: &Expr, v_type: &DataType) -> Option<KeyRange> {
+fn ranges_of(e: &Expr, column: &dyn Fn(&Expr) -> Option<usize>) -> Option<ValueRanges> {
+    let one = |k: usize, r: KeyRange| Some(ValueRanges(vec![(k, r)]));
     match e {
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-            Operator::And => Some(range_of(left, v_type)?.and(range_of(right, v_type)?)),
-            _ if value_input(left, v_type).is_some() => compare(*op, constant(right)?),
-            _ if value_input(right, v_type).is_some() => compare(op.swap()?, constant(left)?),
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match (op, column(left), column(right)) {
+            (Operator::And, ..) => Some(ranges_of(left, column)?.and(&ranges_of(right, column)?)),
+            (_, Some(k), _) => one(k, compare(*op, constant(right)?)?),
+            (_, None, Some(k)) => one(k, compare(op.swap()?, constant(left)?)?),
             _ => None,
         },
         Expr::Between(Between {
@@ -186,10 +243,11 @@ fn range_of(e: &Expr, v_type: &DataType) -> Option<KeyRange> {
             negated: false,
             low,
             high,
-        }) if value_input(expr, v_type).is_some() => {
-            Some(compare(Operator::GtEq, constant(low)?)?.and(compare(Operator::LtEq, constant(high)?)?))
-        }
-        Expr::IsNotNull(x) if value_input(x, v_type).is_some() => Some(KeyRange::ALL),
+        }) => one(
+            column(expr)?,
+            compare(Operator::GtEq, constant(low)?)?.and(compare(Operator::LtEq, constant(high)?)?),
+        ),
+        Expr::IsNotNull(x) => one(column(x)?, KeyRange::ALL),
         _ => None,
     }
 }

@@ -492,6 +492,50 @@ async fn float_columns_fold_in_place_as_datafusion_does() {
     }
 }
 
+/// Filters comparing value columns with constants (`WHERE b > 10`, `FILTER (WHERE a
+/// BETWEEN …)`, `IS NOT NULL`) keep the aligned cells by ranges of their stored values,
+/// for the compiled inputs, the row count and the inputs evaluated beside them; a filter
+/// comparing two columns is evaluated. All as DataFusion's aggregate with our pushdown off.
+#[tokio::test(flavor = "multi_thread")]
+async fn value_filters_over_several_datasets_fold_as_datafusion_does() {
+    let dir = tempdir();
+    let ctx = session(3);
+    let mut rng = Rng(7171);
+    for k in 0..10 {
+        let dtype = [Some(DType::F32), Some(DType::F64), None][k % 3];
+        let case = MultiCase::generate_typed(&mut rng, dir.path(), k, dtype);
+        let from = case.from();
+        let names = case.names();
+        let (a, b) = (&names[0], &names[1]);
+        let key = &case.axes[rng.below(case.axes.len() as u64) as usize].0;
+        let w = &case.axes[rng.below(case.axes.len() as u64) as usize].0;
+        // Constants among the values (small_values: -50..50 for floats, -100..100 and
+        // 0..200 for integers).
+        let c = rng.below(50);
+        let (lo, hi) = (c, c + rng.below(40));
+        let sliced = rng.below(case.axes.len() as u64) as usize;
+        let (pred, _, _) = case.slice(&mut rng, sliced);
+        for sql in [
+            format!(
+                "SELECT {key}, count(*), avg({a}), sum({a} - {b}), max({b}), count({a}) FROM {from} \
+                 WHERE {b} > {c} GROUP BY {key}"
+            ),
+            format!(
+                "SELECT count(*) FILTER (WHERE {a} >= {c}), avg({b}) FILTER (WHERE {a} BETWEEN {lo} AND {hi}), \
+                 corr({a}, {b}), sum({a} * {b} * CAST({w} AS DOUBLE)) FROM {from} \
+                 WHERE {b} IS NOT NULL AND {a} < {hi}"
+            ),
+            format!(
+                "SELECT {key}, max(greatest({a}, {b})), count(*), avg({b}) FROM {from} \
+                 WHERE {a} <= {c} AND {pred} GROUP BY {key}"
+            ),
+            format!("SELECT count(*), avg({a}), sum({b}) FILTER (WHERE {b} < {c}) FROM {from} WHERE {a} > {b}"),
+        ] {
+            assert_folds_as_datafusion(&ctx, &sql, k).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn joins_on_every_axis_are_aligned_scans() {
     let dir = tempdir();
