@@ -271,6 +271,10 @@ const MULTI_QUERIES: &[(&str, &str)] = &[
     ),
     ("corr", "SELECT corr(a, b) FROM {m}"),
     (
+        "filtered_by_lat",
+        "SELECT lat, avg(a) FROM {m} WHERE b > 290 GROUP BY lat",
+    ),
+    (
         "join_diff_by_lat",
         "SELECT x.lat, avg(x.v - y.v) FROM {x} x JOIN {y} y \
          ON x.time = y.time AND x.lat = y.lat AND x.lon = y.lon GROUP BY x.lat",

@@ -102,8 +102,8 @@ def write_parquet(path, cubes):
 
 
 MULTI_HEADING = "## Two variables"
-MULTI_QUERIES = ["diff_by_lat", "weighted_product", "corr", "join_diff_by_lat", "diff_by_lat_sliced",
-                 "join_diff_by_lat_sliced"]
+MULTI_QUERIES = ["diff_by_lat", "weighted_product", "corr", "filtered_by_lat", "join_diff_by_lat",
+                 "diff_by_lat_sliced", "join_diff_by_lat_sliced"]
 # Issue 14: each shape <= 2x a native pass over both payloads; the join form within 1.2x
 # of the form over the table of both datasets.
 MULTI_TARGET = {"diff_by_lat": 2.0, "weighted_product": 2.0, "corr": 2.0}
@@ -153,6 +153,7 @@ def multi(a, d, driver, tet_sql, floor_bin):
         "diff_by_lat": "SELECT lat, avg(a - b) FROM {m} GROUP BY lat",
         "weighted_product": "SELECT sum(a * b * cos(radians(lat))) / sum(cos(radians(lat))) FROM {m}",
         "corr": "SELECT corr(a, b) FROM {m}",
+        "filtered_by_lat": "SELECT lat, avg(a) FROM {m} WHERE b > 290 GROUP BY lat",
         "join_diff_by_lat": join.replace("{w}", ""),
         "diff_by_lat_sliced": "SELECT lat, avg(a - b) FROM {m} WHERE time < %d GROUP BY lat" % sl,
         "join_diff_by_lat_sliced": join.replace("{w}", " WHERE x.time < %d" % sl),
@@ -173,6 +174,7 @@ def multi(a, d, driver, tet_sql, floor_bin):
         "diff_by_lat": f"SELECT lat, avg(a - b) FROM {pt} GROUP BY lat",
         "weighted_product": f"SELECT sum(a * b * cos(radians(lat))) / sum(cos(radians(lat))) FROM {pt}",
         "corr": f"SELECT corr(a, b) FROM {pt}",
+        "filtered_by_lat": f"SELECT lat, avg(a) FROM {pt} WHERE b > 290 GROUP BY lat",
         "diff_by_lat_sliced": f"SELECT lat, avg(a - b) FROM {pt} WHERE time < {sl} GROUP BY lat",
     }
     for q, s in duck.items():
@@ -185,6 +187,7 @@ def multi(a, d, driver, tet_sql, floor_bin):
         "diff_by_lat": lambda: (XA - XB).mean(("time", "lon")).values,
         "weighted_product": lambda: float((XA * XB).weighted(w).mean()),
         "corr": lambda: float(xr.corr(XA, XB)),
+        "filtered_by_lat": lambda: XA.where(XB > 290).mean(("time", "lon")).values,
         "diff_by_lat_sliced": lambda: (XA - XB).isel(time=slice(0, sl)).mean(("time", "lon")).values,
     }
     for q, fn in xshapes.items():
@@ -200,6 +203,10 @@ def multi(a, d, driver, tet_sql, floor_bin):
     want = (A64 - B64).mean(axis=(0, 2))
     for q in ("diff_by_lat", "join_diff_by_lat"):
         assert np.allclose(ours(q)[:, 1], want, rtol=1e-9), f"{q} differs from numpy"
+    hot = B64 > 290
+    n_hot = hot.sum(axis=(0, 2))
+    want_hot = np.where(hot, A64, 0.0).sum(axis=(0, 2))[n_hot > 0] / n_hot[n_hot > 0]
+    assert np.allclose(ours("filtered_by_lat")[:, 1], want_hot, rtol=1e-9), "filtered_by_lat differs from numpy"
     assert np.isclose(ours("corr")[0, 0], float(xr.corr(XA.astype("f8"), XB.astype("f8"))), rtol=1e-9), \
         "corr differs from xarray"
     wl = np.cos(np.radians(lat_vals.astype(np.float64)))[None, :, None]
