@@ -18,7 +18,7 @@ use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
-    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run, masked_sum,
+    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::AggregateMetrics;
@@ -719,13 +719,16 @@ impl FoldJob {
             // Inputs over stored values walk the tile slab by slab, all of them per slab,
             // so that each slab is read from memory once and from cache by the others.
             // (A stored input without its tile or ranges counts cells: it reads no values.)
+            // Over several datasets, a stored input with ranges counts the aligned cells
+            // that pass them.
+            let aligned_rows = |ranges: &ValueRanges| aligned.is_some() && !ranges.is_empty();
             let direct = self
                 .fold
                 .inputs
                 .iter()
                 .filter(|i| match &i.source {
                     Source::Evaluated { .. } => false,
-                    Source::Stored { ranges } => tile.is_some() || (aligned.is_some() && !ranges.is_empty()),
+                    Source::Stored { ranges } => tile.is_some() || aligned_rows(ranges),
                     _ => true,
                 })
                 .count()
@@ -749,7 +752,7 @@ impl FoldJob {
                 for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
                     let tile = tile.as_ref();
                     match &input.source {
-                        Source::Stored { ranges } if aligned.is_some() && !ranges.is_empty() => {
+                        Source::Stored { ranges } if aligned_rows(ranges) => {
                             let mut kernel = RowKernel {
                                 acc,
                                 at: vec![0; BLOCK],
@@ -1332,7 +1335,7 @@ multiversion! {
             match s.target {
                 Target::One(g) => {
                     cells.mask(from, n, &mut mask[..n]);
-                    let m = mask[..n].iter().map(|&k| k as u32).sum::<u32>() as u64;
+                    let m = ones(&mask[..n]);
                     acc.cells[g] += m;
                     acc.n[g] += m;
                 }
@@ -1571,8 +1574,7 @@ multiversion! {
         }
         // Sums and counts of kept cells (not all kept) of one group, where evaluating
         // every cell cannot fail: evaluated whole, summed under the mask of kept cells.
-        let needs = acc.needs;
-        let masked = !(plain || program.fallible() || needs.isum || needs.min_max || needs.moments);
+        let masked = !plain && !program.fallible() && acc.needs.sum_at_most();
         let mut mask = [0u8; BLOCK];
         let mut negative = false;
         for b in 0..s.len.div_ceil(BLOCK) {

@@ -92,7 +92,6 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
 pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
     let n = y.len().min(mask.len());
     let (y, mask) = (&y[..n], &mask[..n]);
-    let kept = mask.iter().map(|&k| k as u32).sum::<u32>() as u64;
     let mut s = [0f64; CO_LANES];
     let (cy, cm) = (y.chunks_exact(CO_LANES), mask.chunks_exact(CO_LANES));
     let (ry, rm) = (cy.remainder(), cm.remainder());
@@ -104,9 +103,15 @@ pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
         }
     }
     for (i, (&a, &k)) in ry.iter().zip(rm).enumerate() {
-        s[i] += if k != 0 { a.f() } else { 0.0 };
+        s[i] += keep(a, k);
     }
-    (kept, lanes_total(s))
+    (ones(mask), lanes_total(s))
+}
+
+/// The number of 1s in `mask` (of at most 2^32 bytes: a block's).
+#[inline(always)]
+pub fn ones(mask: &[u8]) -> u64 {
+    mask.iter().map(|&k| k as u32).sum::<u32>() as u64
 }
 
 /// The sum of [`CO_LANES`] lanes, pairwise.
@@ -224,9 +229,14 @@ pub struct Needs {
 }
 
 impl Needs {
+    /// At most the float sum and counts (`sum`, `avg` of floats, `count`).
+    pub fn sum_at_most(self) -> bool {
+        !(self.isum || self.min_max || self.moments)
+    }
+
     /// The float sum and counts, nothing else (`sum`, `avg` of floats).
     pub fn sum_only(self) -> bool {
-        self.fsum && !(self.isum || self.min_max || self.moments)
+        self.fsum && self.sum_at_most()
     }
 }
 
