@@ -59,10 +59,11 @@ pub(crate) fn feed_payloads(
 /// Each chunk is read and decoded once, in the order tasks first need it, and dropped
 /// after the last task that needs it (in a table of datasets with different chunk grids,
 /// several tasks share a chunk). Local files hand out slices of the mmap. Object stores
-/// are read a window of `opts.window` stored bytes at a time (coalesced range requests,
-/// at most `opts.concurrency` in flight), with the next window fetched while the current
-/// one is consumed: memory is bounded by two windows and the tiles still needed, never by
-/// the file size.
+/// are read a window of `opts.window` stored bytes at a time (of whichever files the
+/// table's columns come from; each file's spans in the window by coalesced range
+/// requests, at most `opts.concurrency` in flight), with the next window fetched while
+/// the current one is consumed: memory is bounded by two windows and the tiles still
+/// needed, never by the file size.
 pub(crate) fn payload_stream(
     table: Arc<TableModel>,
     tasks: Vec<ChunkTask>,
@@ -93,19 +94,15 @@ pub(crate) fn payload_stream(
             e.payload_offset..e.payload_offset + e.stored_byte_len
         })
         .collect();
-    // Windows of consecutive reads from one file.
-    let mut groups: Vec<Range<usize>> = Vec::new();
-    let mut at = 0;
-    while at < reads.len() {
-        let source = &table.values[reads[at].0].source;
-        let end = (at..reads.len())
-            .find(|&i| !Arc::ptr_eq(&table.values[reads[i].0].source, source))
-            .unwrap_or(reads.len());
-        let window = if source.is_remote() { opts.window } else { u64::MAX };
-        let sizes: Vec<u64> = spans[at..end].iter().map(|s| s.end - s.start).collect();
-        groups.extend(windows(&sizes, window).into_iter().map(|g| g.start + at..g.end + at));
-        at = end;
-    }
+    // Windows of consecutive reads (of any files) of at most `opts.window` stored bytes
+    // when a remote file is read; within a window each file's spans are fetched by
+    // coalesced requests, one file after the other, and handed out in read order. (A
+    // table over two files reads their chunks alternately: a window per file run would
+    // be one request per chunk.)
+    let remote = columns.iter().any(|&k| table.values[k].source.is_remote());
+    let window = if remote { opts.window } else { u64::MAX };
+    let sizes: Vec<u64> = spans.iter().map(|s| s.end - s.start).collect();
+    let groups = windows(&sizes, window);
     let (reads, spans) = (Arc::new(reads), Arc::new(spans));
     let fetch = metrics.read.fetch.clone();
     let fetched = {
@@ -114,12 +111,30 @@ pub(crate) fn payload_stream(
             .map(move |g| {
                 let (table, reads, spans, fetch) = (table.clone(), reads.clone(), spans.clone(), fetch.clone());
                 async move {
-                    let source = &table.values[reads[g.start].0].source;
-                    let got = source.fetch(&spans[g.clone()], &opts).await?;
-                    if let Some(m) = &fetch {
-                        m.record(got.requests, got.bytes_fetched);
+                    let mut items: Vec<Option<Bytes>> = vec![None; g.len()];
+                    let mut left: Vec<usize> = g.clone().collect();
+                    while let Some(&first) = left.first() {
+                        let source = &table.values[reads[first].0].source;
+                        let (of_file, rest): (Vec<usize>, Vec<usize>) = left
+                            .iter()
+                            .partition(|&&i| Arc::ptr_eq(&table.values[reads[i].0].source, source));
+                        let wanted: Vec<Range<u64>> = of_file.iter().map(|&i| spans[i].clone()).collect();
+                        let got = source.fetch(&wanted, &opts).await?;
+                        if let Some(m) = &fetch {
+                            m.record(got.requests, got.bytes_fetched);
+                        }
+                        for (i, bytes) in of_file.into_iter().zip(got.spans) {
+                            items[i - g.start] = Some(bytes);
+                        }
+                        left = rest;
                     }
-                    let items: Vec<Result<(usize, Bytes)>> = g.zip(got.spans).map(Ok).collect();
+                    let items: Vec<Result<(usize, Bytes)>> = g
+                        .zip(items)
+                        .map(|(i, b)| {
+                            b.map(|b| (i, b))
+                                .ok_or_else(|| DataFusionError::Internal(format!("no bytes fetched for read {i}")))
+                        })
+                        .collect();
                     Ok::<_, DataFusionError>(futures::stream::iter(items))
                 }
             })

@@ -341,6 +341,59 @@ async fn point_query_fetches_little_more_than_its_chunk_and_full_scans_each_byte
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_table_over_two_objects_coalesces_the_reads_of_each() {
+    let Some(moto) = servers::moto() else { return };
+    let (raw, zstd) = (hundred_chunks(false), hundred_chunks(true));
+    let store = bucket(moto, "pair", &[("raw.tet", raw.clone()), ("zstd.tet", zstd.clone())]).await;
+    // Per object: the payload bytes, and the span from the first to the end of the last.
+    let payload = |bytes: &[u8]| -> (u64, u64) {
+        let catalog = datafusion_tet::format::TetFile::open(bytes).unwrap();
+        let ds = &catalog.datasets[0];
+        let entries: Vec<_> = (0..100).map(|t| catalog.chunk(ds, t).1.clone()).collect();
+        let stored = entries.iter().map(|e| e.stored_byte_len).sum();
+        let end = entries
+            .iter()
+            .map(|e| e.payload_offset + e.stored_byte_len)
+            .max()
+            .unwrap();
+        (stored, end - entries.iter().map(|e| e.payload_offset).min().unwrap())
+    };
+    let ((raw_stored, raw_span), (zstd_stored, zstd_span)) = (payload(&raw), payload(&zstd));
+    let ctx = ctx();
+    register(&ctx, "s3://pair", store.clone());
+    // One variable per object, joined on every axis: one aligned scan reading the two
+    // objects' chunks alternately.
+    let sql = "SELECT sum(a.v - b.v), sum(b.v), count(*) FROM tet('s3://pair/raw.tet', 'temp') a \
+               JOIN tet('s3://pair/zstd.tet', 'temp') b ON a.time = b.time AND a.lat = b.lat AND a.lon = b.lon";
+    let (got, plan) = rows_and_plan(&ctx, sql).await;
+    let total: f64 = (0..60000).map(|i| i as f64).sum();
+    assert_eq!(got, vec![vec![Val::Float(0.0), Val::Float(total), Val::Int(60000)]]);
+    let text = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(!text.contains("HashJoinExec"), "{text}");
+    // Each object's payloads arrive in a few coalesced requests per partition (one per
+    // window), not one request per chunk.
+    let requests = tet_metric(&plan, "requests").unwrap_or(0);
+    let partitions = ctx.state().config().target_partitions();
+    assert!(requests <= 2 * partitions, "{requests} requests");
+    let fetched = tet_metric(&plan, "bytes_fetched").unwrap_or(0) as u64;
+    assert!(
+        (raw_stored + zstd_stored..=raw_span + zstd_span).contains(&fetched),
+        "{fetched} bytes fetched"
+    );
+    // With windows of one chunk, one request per chunk of each object.
+    ctx.sql("SET tet.fetch_window_bytes = 1").await.unwrap();
+    let (again, plan) = rows_and_plan(&ctx, sql).await;
+    assert_eq!(again, got);
+    assert_eq!(tet_metric(&plan, "requests").unwrap_or(0), 200);
+    assert_eq!(
+        tet_metric(&plan, "bytes_fetched").unwrap_or(0) as u64,
+        raw_stored + zstd_stored
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_replaced_object_is_reopened_between_queries_and_an_error_within_one() {
     let Some(moto) = servers::moto() else { return };
     let v1 = hundred_chunks(false);
