@@ -16,6 +16,8 @@ use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::conjunction;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 /// The cells and chunks a query reads of one dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,26 +43,6 @@ pub struct PruningCounts {
     pub pruned_by_axes: u64,
     /// Chunks whose zone maps rule out every value filter.
     pub pruned_by_zone: u64,
-}
-
-/// What a partition's work is measured in when tasks are split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Weight {
-    /// Stored bytes: the payload is read.
-    StoredBytes,
-    /// Selected cells: only positions are computed.
-    Cells,
-}
-
-impl Weight {
-    /// The weight of a plan that reads payloads when `reads_payload`.
-    pub fn of(reads_payload: bool) -> Weight {
-        if reads_payload {
-            Weight::StoredBytes
-        } else {
-            Weight::Cells
-        }
-    }
 }
 
 impl AccessPlan {
@@ -126,24 +108,60 @@ impl AccessPlan {
         })
     }
 
-    /// The chunk ids of the tasks split into at most `n` contiguous groups of similar
-    /// `weight`: the one partitioner. Tasks keep their (file) order, except that the chunk
-    /// coordinates of the `outer` axes, when given, come first: a grouped fold split that
-    /// way gives each partition its own stretch of those axes, so partitions hold disjoint
-    /// parts of the groups (see [`AccessPlan::covered`]) rather than every group each.
-    pub fn partitions(&self, table: &TableModel, n: usize, weight: Weight, outer: &[usize]) -> Vec<Vec<u64>> {
+    /// The task ids split into at most `n` contiguous groups of similar weight: the one
+    /// partitioner. `read` names the value columns whose payloads the plan reads: tasks
+    /// weigh their stored bytes of those, or their cells when none is read. Tasks keep
+    /// their (file) order, except that the chunk coordinates of the `outer` axes, when
+    /// given, come first: a grouped fold split that way gives each partition its own
+    /// stretch of those axes, so partitions hold disjoint parts of the groups (see
+    /// [`AccessPlan::covered`]) rather than every group each.
+    ///
+    /// Where the datasets' chunk grids differ, tasks share chunks. Tasks sharing a chunk
+    /// that costs something to read again (compressed, or in an object store) go to one
+    /// partition (`read_once_units`), so each such chunk is fetched and decoded once,
+    /// unless keeping them together would make the heaviest partition more than 1.25×
+    /// what a split of single tasks gives (e.g. one dataset chunked along time, the
+    /// other along space: every task shares a chunk with every other); then a chunk at a
+    /// cut is read by both partitions. A raw chunk of a local file is a slice of its
+    /// mapping: each task touches only its own cells, so sharing it costs nothing.
+    pub fn partitions(&self, table: &TableModel, n: usize, read: &[usize], outer: &[usize]) -> Vec<Vec<u64>> {
         let mut tasks: Vec<&ChunkTask> = self.tasks.iter().collect();
         if !outer.is_empty() {
             tasks.sort_by_key(|t| outer.iter().map(|&d| t.coords[d]).collect::<Vec<_>>());
         }
-        let groups = split_balanced(tasks, n, |t| match weight {
-            Weight::StoredBytes => stored_share(table, t),
-            Weight::Cells => t.cells,
-        });
-        groups
-            .into_iter()
-            .map(|g| g.into_iter().map(|t| t.id).collect())
-            .collect()
+        let weigh = |t: &ChunkTask| match read.is_empty() {
+            true => t.cells,
+            false => stored_share(table, t, read),
+        };
+        let ids = |groups: Vec<Vec<&ChunkTask>>| -> Vec<Vec<u64>> {
+            groups
+                .into_iter()
+                .map(|g| g.into_iter().map(|t| t.id).collect())
+                .collect()
+        };
+        let units = read_once_units(table, &tasks, read);
+        let by_task = split_balanced(tasks.clone(), n, |t| weigh(t));
+        if units.len() == tasks.len() {
+            return ids(by_task);
+        }
+        let heaviest = |groups: &[Vec<&ChunkTask>]| -> u128 {
+            groups
+                .iter()
+                .map(|g| g.iter().map(|t| weigh(t).max(1) as u128).sum::<u128>())
+                .max()
+                .unwrap_or(0)
+        };
+        let unit_tasks: Vec<Vec<&ChunkTask>> = units.iter().map(|u| u.iter().map(|&i| tasks[i]).collect()).collect();
+        let by_unit: Vec<Vec<&ChunkTask>> = split_balanced(unit_tasks, n, |u| {
+            u.iter().map(|t| weigh(t).max(1)).fold(0, u64::saturating_add)
+        })
+        .into_iter()
+        .map(|g| g.concat())
+        .collect();
+        match heaviest(&by_unit) * 4 <= heaviest(&by_task) * 5 {
+            true => ids(by_unit),
+            false => ids(by_task),
+        }
     }
 
     /// The selection narrowed, per axis, to the stretch from the first to the last
@@ -171,23 +189,69 @@ impl AccessPlan {
     }
 }
 
-/// The stored bytes a task reads: its chunk's, or in a table of several datasets, each
-/// dataset's chunk's share for the cells the task holds of it.
-fn stored_share(table: &TableModel, t: &ChunkTask) -> u64 {
-    if !table.is_multi() {
-        return table.source.file.chunk(table.dataset(), t.linear).1.stored_byte_len;
-    }
-    table
-        .values
-        .iter()
-        .enumerate()
-        .map(|(k, v)| {
-            let part = t.part(k);
+/// The stored bytes a task reads of the value columns `read`: each dataset's chunk's share
+/// for the cells the task holds of it (the whole chunk when the grids agree).
+fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
+    read.iter()
+        .filter_map(|&k| Some((t.part(k), table.values.get(k)?)))
+        .map(|(part, v)| {
             let stored = v.source.file.chunk(v.dataset(), part.linear).1.stored_byte_len;
             let tile: u64 = part.tile_extent.iter().product();
             (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64
         })
         .fold(0, u64::saturating_add)
+}
+
+/// `tasks` (indices into it) in groups that must be read by one partition for no chunk
+/// of the value columns `read` to be read twice where a second read costs (a compressed
+/// chunk, or any chunk of an object store): tasks connected by such shared chunks. Each
+/// group is in task order; groups are in the order of their first task. Tasks that share
+/// nothing (always, when the datasets' grids agree) are groups of one.
+fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> Vec<Vec<usize>> {
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut parent: Vec<usize> = (0..tasks.len()).collect();
+    let mut first_user: HashMap<(usize, u64), usize> = HashMap::new();
+    let same_grid = table
+        .values
+        .iter()
+        .all(|v| v.dataset().record.chunk_shape == table.dataset().record.chunk_shape);
+    if !same_grid {
+        for (i, t) in tasks.iter().enumerate() {
+            for &k in read {
+                let Some(v) = table.values.get(k) else { continue };
+                let linear = t.chunk_of(k);
+                if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
+                    continue;
+                }
+                match first_user.entry((k, linear)) {
+                    Entry::Occupied(e) => {
+                        let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
+                        parent[a.max(b)] = a.min(b);
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(i);
+                    }
+                }
+            }
+        }
+    }
+    let mut slot: HashMap<usize, usize> = HashMap::new();
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for i in 0..tasks.len() {
+        let r = root(&mut parent, i);
+        let u = *slot.entry(r).or_insert_with(|| {
+            units.push(Vec::new());
+            units.len() - 1
+        });
+        units[u].push(i);
+    }
+    units
 }
 
 /// Split `items` (kept in order) into at most `n` contiguous groups of similar total
@@ -243,12 +307,11 @@ mod tests {
             pruning: PruningCounts::default(),
             value_filters: false,
         };
-        let by_cells = access.partitions(&table, 2, Weight::Cells, &[]);
+        let by_cells = access.partitions(&table, 2, &[], &[]);
         assert_eq!(by_cells, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
-        let by_bytes = access.partitions(&table, 2, Weight::StoredBytes, &[]);
+        let by_bytes = access.partitions(&table, 2, &[0], &[]);
         assert_eq!(by_bytes.concat(), (0..8).collect::<Vec<u64>>());
         assert!(by_bytes[0].len() > 4, "{by_bytes:?}");
-        assert_eq!(Weight::of(true), Weight::StoredBytes);
     }
 
     #[test]
@@ -273,7 +336,7 @@ mod tests {
         };
         let chunk_shape = &table.dataset().record.chunk_shape;
         for (outer, axis) in [(vec![1], 1), (vec![0], 0)] {
-            let parts = access.partitions(&table, 2, Weight::Cells, &outer);
+            let parts = access.partitions(&table, 2, &[], &outer);
             let mut all: Vec<u64> = parts.concat();
             all.sort_unstable();
             assert_eq!(all, (0..16).collect::<Vec<u64>>());
@@ -306,6 +369,81 @@ mod tests {
         }
         let none = access.covered(&[], chunk_shape);
         assert!(none.iter().all(|s| s.count() == 0));
+    }
+
+    /// A table of datasets `a` (chunks `ca`) and `b` (chunks `cb`) of shape [24, 6], both
+    /// compressed when `zstd`, and the plan of all of it.
+    fn two_grids(ca: &[u64], cb: &[u64], zstd: bool) -> (TableModel, AccessPlan) {
+        let data: Vec<u8> = (0..144u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let codecs = || if zstd { ChunkCodecs::Zstd(1) } else { ChunkCodecs::Raw };
+        let mut w = TetWriter::new();
+        w.dataset(DatasetSpec::new("a", DType::F32, &[24, 6], ca, &data).codecs(codecs()))
+            .unwrap();
+        w.dataset(DatasetSpec::new("b", DType::F32, &[24, 6], cb, &data).codecs(codecs()))
+            .unwrap();
+        let path = std::env::temp_dir().join(format!("tet-grids-{}-{ca:?}-{cb:?}-{zstd}.tet", std::process::id()));
+        w.write_path(&path).unwrap();
+        let table = TableModel::from_datasets(TetSource::open(path.to_str().unwrap()).unwrap(), &["a", "b"]).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
+        let access = AccessPlan {
+            tasks: aligned_tasks(&table.records(), &selection),
+            selection,
+            pruning: PruningCounts::default(),
+            value_filters: false,
+        };
+        (table, access)
+    }
+
+    /// For each partition, the chunks (column, chunk id) its tasks read.
+    fn chunks_per_partition(access: &AccessPlan, parts: &[Vec<u64>]) -> Vec<std::collections::BTreeSet<(usize, u64)>> {
+        parts
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .flat_map(|id| {
+                        let t = access.tasks.iter().find(|t| t.id == *id).unwrap();
+                        [(0, t.chunk_of(0)), (1, t.chunk_of(1))]
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn partitions_read_each_compressed_chunk_once_unless_that_unbalances_them() {
+        // Rows cut by 3 in `a`, by 4 in `b`: the grids meet every 12 rows, so the tasks of
+        // rows 0..12 and of 12..24 share no chunk and two partitions read each chunk once.
+        // Four partitions of those two units would be about twice as heavy as of single
+        // tasks: the split then cuts through shared chunks.
+        let (table, access) = two_grids(&[3, 6], &[4, 6], true);
+        for n in [2, 4] {
+            let parts = access.partitions(&table, n, &[0, 1], &[]);
+            let mut all: Vec<u64> = parts.concat();
+            all.sort_unstable();
+            let mut want: Vec<u64> = access.tasks.iter().map(|t| t.id).collect();
+            want.sort_unstable();
+            assert_eq!(all, want, "n {n}");
+            assert_eq!(parts.len(), n, "n {n}: {parts:?}");
+            let chunks = chunks_per_partition(&access, &parts);
+            let shared = (1..n).any(|i| (0..i).any(|j| !chunks[i].is_disjoint(&chunks[j])));
+            assert_eq!(shared, n > 2, "n {n}: {chunks:?}");
+        }
+        // Raw chunks of a local file are shared freely: tasks split one by one.
+        let (raw_table, raw) = two_grids(&[3, 6], &[4, 6], false);
+        let parts = raw.partitions(&raw_table, 3, &[0, 1], &[]);
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts.concat().len(), raw.tasks.len());
+        // Reading `a` alone, its own chunks are never shared.
+        assert_eq!(access.partitions(&table, 4, &[0], &[]).len(), 4);
+        // `a` in rows, `b` in columns: every task shares a chunk of `b` with every other,
+        // so one partition would hold everything; the split keeps two and reads the
+        // chunks of `b` at the cut in both.
+        let (table, access) = two_grids(&[1, 6], &[24, 1], true);
+        let parts = access.partitions(&table, 2, &[0, 1], &[]);
+        assert_eq!(parts.len(), 2);
+        let chunks = chunks_per_partition(&access, &parts);
+        assert!(!chunks[0].is_disjoint(&chunks[1]));
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod value_range;
 mod values;
 mod zone_filter;
 
-pub use access_plan::{AccessPlan, PruningCounts, Weight, split_balanced};
+pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
 pub use aggregate::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
     StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input, weighted_expr,

@@ -28,8 +28,8 @@ use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec, weighted_program};
 use crate::plan::{
-    AccessPlan, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, Weight,
-    affine_of, expr_columns, is_numeric, value_input, weighted_input,
+    AccessPlan, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, affine_of,
+    expr_columns, is_numeric, value_input, weighted_input,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
@@ -454,9 +454,9 @@ impl TableProvider for TetPartialAggregate {
         let config = TetConfig::of(state.config());
         let table = &config.table(&self.table);
         let access = AccessPlan::build(table, state, &self.filters)?;
-        let weight = Weight::of(!self.aggregation.value_columns(table).is_empty());
+        let read = self.aggregation.value_columns(table);
         let outer = self.aggregation.partition_axes(&access.selection);
-        let partitions = access.partitions(table, state.config().target_partitions(), weight, &outer);
+        let partitions = access.partitions(table, state.config().target_partitions(), &read, &outer);
         let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(
             table.clone(),
             self.aggregation.clone(),

@@ -4,7 +4,7 @@
 use super::session_options::TetConfig;
 use crate::exec::{ChunkFeed, TetScanExec};
 use crate::io::TetSource;
-use crate::plan::{AccessPlan, Axis, FilterKind, TableModel, Weight, classify};
+use crate::plan::{AccessPlan, Axis, FilterKind, TableModel, classify};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -211,8 +211,8 @@ impl TableProvider for TetTableProvider {
             Some(p) => p.clone(),
             None => (0..table.schema.fields().len()).collect(),
         };
-        let weight = Weight::of(projection.iter().any(|&c| table.value_at(c).is_some()));
-        let partitions = access.partitions(table, state.config().target_partitions(), weight, &[]);
+        let read: Vec<usize> = projection.iter().filter_map(|&c| Some(table.value_at(c)?.0)).collect();
+        let partitions = access.partitions(table, state.config().target_partitions(), &read, &[]);
         Ok(Arc::new(TetScanExec::try_new(
             table.clone(),
             ChunkFeed::new(access, &partitions)?,

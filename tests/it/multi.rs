@@ -700,3 +700,61 @@ async fn files_on_one_grid_join_as_one_scan() {
     assert_eq!(on_rows, vec![vec![Val::Int(0)]]);
     assert!(plan.contains("HashJoinExec"), "{plan}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partitions_read_each_compressed_chunk_once() {
+    use datafusion_tet::format::ChunkCodecs;
+    let dir = tempdir();
+    let ctx = session(2);
+    let (t, x) = (24u64, 50u64);
+    let cells = (t * x) as usize;
+    let a: Vec<f32> = (0..cells).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..cells).map(|i| (i % 7) as f32).collect();
+    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+    let path = dir.path().join("grids.tet");
+    let mut w = TetWriter::new();
+    // Rows chunked by 3 in `a` and by 4 in `b`: the grids meet every 12 rows.
+    let (a_bytes, b_bytes) = (bytes(&a), bytes(&b));
+    for (name, data, chunk) in [("a", &a_bytes, [3u64, 50]), ("b", &b_bytes, [4, 50])] {
+        w.dataset(
+            DatasetSpec::new(name, DType::F32, &[t, x], &chunk, data)
+                .dim_names(&["time", "x"])
+                .codecs(ChunkCodecs::Zstd(1)),
+        )
+        .unwrap();
+    }
+    w.write_path(&path).unwrap();
+    let from = format!("tet('{}', 'a', 'b')", path.display());
+    let chunks = 8 + 6;
+    // A scan: every cell once, each chunk of each dataset read once over two partitions.
+    let (got, metrics) = rows_and_scan_metrics(&ctx, &format!("SELECT time, x, a, b FROM {from}")).await;
+    let want: Vec<Vec<Val>> = (0..cells)
+        .map(|i| {
+            let (ti, xi) = (i as u64 / x, i as u64 % x);
+            vec![
+                Val::Int(ti as i128),
+                Val::Int(xi as i128),
+                Val::Float(a[i] as f64),
+                Val::Float(b[i] as f64),
+            ]
+        })
+        .collect();
+    assert_eq!(sorted(got), sorted(want));
+    assert_eq!(metrics["chunks_read"], chunks);
+    // The fold, grouped and not.
+    let (got, metrics) = rows_and_scan_metrics(&ctx, &format!("SELECT sum(a - b), count(*) FROM {from}")).await;
+    let sum: f64 = (0..cells).map(|i| (a[i] - b[i]) as f64).sum();
+    assert_eq!(got, vec![vec![Val::Float(sum), Val::Int(cells as i128)]]);
+    assert_eq!(metrics["chunks_read"], chunks);
+    let (got, metrics) = rows_and_scan_metrics(&ctx, &format!("SELECT x, max(a + b) FROM {from} GROUP BY x")).await;
+    let want: Vec<Vec<Val>> = (0..x as usize)
+        .map(|xi| {
+            let m = (0..t as usize)
+                .map(|ti| a[ti * x as usize + xi] + b[ti * x as usize + xi])
+                .fold(f32::MIN, f32::max);
+            vec![Val::Int(xi as i128), Val::Float(m as f64)]
+        })
+        .collect();
+    assert_eq!(sorted(got), want);
+    assert_eq!(metrics["chunks_read"], chunks);
+}
