@@ -1,106 +1,131 @@
 //! The vector instructions the fold's kernels run with, chosen at run time.
 //!
 //! The crate is built for the target's baseline (SSE2 on x86-64), so that one binary runs
-//! on any CPU of the architecture. The hot kernels ([`multiversion!`]) are compiled a
-//! second time with AVX2 and FMA enabled and the copy is picked per call when the CPU has
-//! them. Both copies run the same source with the same order of operations (explicit
-//! lanes, no reassociation, no fused multiply-add contraction), so their results are
-//! bit-identical; only the width of the registers differs. On aarch64 the baseline
-//! already includes NEON, so the portable copy is the vector one; other targets run the
-//! portable copy.
+//! on any CPU of the architecture. The hot kernels ([`multiversion!`]) are compiled twice
+//! more on x86-64, with AVX2 and FMA and with AVX-512 (F, BW, VL, DQ), and the best copy
+//! the CPU runs is picked per call. All copies run the same source with the same order
+//! of operations (explicit lanes, no reassociation, no fused multiply-add contraction),
+//! so their results are bit-identical; only the width of the registers and the use of
+//! mask registers differ. On aarch64 the baseline already includes NEON, so the portable
+//! copy is the vector one; other targets run the portable copy.
 //!
-//! `TET_SIMD=portable` in the environment (read once per process) forces the portable
+//! `TET_SIMD=portable` (or `avx2`) in the environment, read once per process, forces that
 //! copy, for comparisons and benchmarks.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level the kernels are compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Isa {
     /// The target's baseline (SSE2 on x86-64, NEON on aarch64).
     Portable,
     /// x86-64 with AVX2 and FMA.
     Avx2,
+    /// x86-64 with AVX-512 F, BW, VL and DQ (and AVX2, FMA).
+    Avx512,
 }
 
 impl Isa {
-    /// A short name (`"portable"`, `"avx2"`).
+    /// A short name (`"portable"`, `"avx2"`, `"avx512"`).
     pub fn name(self) -> &'static str {
         match self {
             Isa::Portable => "portable",
             Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
+    }
+
+    fn code(self) -> u8 {
+        self as u8 + 1
     }
 }
 
 const UNSET: u8 = 0;
-const PORTABLE: u8 = 1;
-const AVX2: u8 = 2;
 
 static CHOSEN: AtomicU8 = AtomicU8::new(UNSET);
 
 /// The best level this CPU supports (ignoring `TET_SIMD`).
 pub fn detected() -> Isa {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        return Isa::Avx2;
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+                return Isa::Avx512;
+            }
+            return Isa::Avx2;
+        }
     }
     Isa::Portable
 }
 
-/// The level the kernels run with: [`detected`], unless `TET_SIMD=portable` or
-/// [`force`] chose the portable copy.
+/// The level the kernels run with: [`detected`], unless `TET_SIMD` or [`force`] chose a
+/// lower one.
 #[inline(always)]
 pub fn current() -> Isa {
     match CHOSEN.load(Ordering::Relaxed) {
-        PORTABLE => Isa::Portable,
-        AVX2 => Isa::Avx2,
+        1 => Isa::Portable,
+        2 => Isa::Avx2,
+        3 => Isa::Avx512,
         _ => init(),
     }
 }
 
 #[cold]
 fn init() -> Isa {
-    let isa = match std::env::var("TET_SIMD").as_deref() {
+    let asked = match std::env::var("TET_SIMD").as_deref() {
         Ok("portable") => Isa::Portable,
-        _ => detected(),
+        Ok("avx2") => Isa::Avx2,
+        _ => Isa::Avx512,
     };
-    store(isa);
-    isa
-}
-
-fn store(isa: Isa) {
-    CHOSEN.store(
-        match isa {
-            Isa::Portable => PORTABLE,
-            Isa::Avx2 => AVX2,
-        },
-        Ordering::Relaxed,
-    );
+    force(asked)
 }
 
 /// Run the kernels with `isa` from now on (tests and benchmarks compare the copies).
 /// A level the CPU lacks falls back to [`detected`]; returns the level in force.
 pub fn force(isa: Isa) -> Isa {
-    let isa = if isa == Isa::Avx2 && detected() != Isa::Avx2 {
-        detected()
-    } else {
-        isa
-    };
-    store(isa);
+    let isa = isa.min(detected());
+    CHOSEN.store(isa.code(), Ordering::Relaxed);
     isa
 }
 
-/// Define a kernel compiled twice (portable and, on x86-64, AVX2 + FMA) that runs the
-/// copy [`current`] names. Generic parameters are listed in brackets and bounded in a
-/// bracketed `where` clause:
+/// Define a kernel compiled for each [`Isa`] of the target (portable and, on x86-64,
+/// AVX2 + FMA and AVX-512) that runs the copy [`current`] names. Generic parameters are
+/// listed in brackets and bounded in a bracketed `where` clause:
 ///
 /// ```ignore
 /// multiversion! {
 ///     pub fn sum[T](x: &[T]) -> f64 where [T: Elem] { x.iter().map(|v| v.f()).sum() }
 /// }
 /// ```
+///
+/// A kernel whose AVX-512 copy measured slower than its AVX2 one starts with `up_to_avx2;`
+/// and runs its AVX2 copy on AVX-512 CPUs too.
 macro_rules! multiversion {
+    (
+        up_to_avx2;
+        $(#[$meta:meta])*
+        $vis:vis fn $name:ident [$($g:ident),*] ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
+        where [$($bounds:tt)*] $body:block
+    ) => {
+        $(#[$meta])*
+        $vis fn $name<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
+            #[inline(always)]
+            fn portable<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
+                    portable::<$($g),*>($($arg),*)
+                }
+                if $crate::exec::simd::current() >= $crate::exec::simd::Isa::Avx2 {
+                    // SAFETY: `current` names AVX2 or above only when the CPU has AVX2 and FMA.
+                    return unsafe { avx2::<$($g),*>($($arg),*) };
+                }
+            }
+            portable::<$($g),*>($($arg),*)
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis fn $name:ident [$($g:ident),*] ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
@@ -116,9 +141,15 @@ macro_rules! multiversion {
                 fn avx2<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
                     portable::<$($g),*>($($arg),*)
                 }
-                if $crate::exec::simd::current() == $crate::exec::simd::Isa::Avx2 {
-                    // SAFETY: `current` names AVX2 only when the CPU has AVX2 and FMA.
-                    return unsafe { avx2::<$($g),*>($($arg),*) };
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+                fn avx512<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
+                    portable::<$($g),*>($($arg),*)
+                }
+                match $crate::exec::simd::current() {
+                    // SAFETY: `current` names a level only when the CPU has its features.
+                    $crate::exec::simd::Isa::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
+                    $crate::exec::simd::Isa::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
+                    $crate::exec::simd::Isa::Portable => {}
                 }
             }
             portable::<$($g),*>($($arg),*)
@@ -135,7 +166,10 @@ mod tests {
     fn forcing_a_level_sticks_and_falls_back_to_what_the_cpu_has() {
         assert_eq!(force(Isa::Portable), Isa::Portable);
         assert_eq!(current(), Isa::Portable);
-        let best = force(Isa::Avx2);
+        let avx2 = force(Isa::Avx2);
+        assert_eq!(avx2, Isa::Avx2.min(detected()));
+        assert_eq!(current(), avx2);
+        let best = force(Isa::Avx512);
         assert_eq!(best, detected());
         assert_eq!(current(), best);
     }

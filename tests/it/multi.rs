@@ -706,14 +706,16 @@ async fn partitions_read_each_compressed_chunk_once() {
     use datafusion_tet::format::ChunkCodecs;
     let dir = tempdir();
     let ctx = session(2);
-    let (t, x) = (24u64, 50u64);
+    let (t, x) = (84u64, 50u64);
     let cells = (t * x) as usize;
     let a: Vec<f32> = (0..cells).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..cells).map(|i| (i % 7) as f32).collect();
     let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
     let path = dir.path().join("grids.tet");
     let mut w = TetWriter::new();
-    // Rows chunked by 3 in `a` and by 4 in `b`: the grids meet every 12 rows.
+    // Rows chunked by 3 in `a` and by 4 in `b`: the grids meet every 12 rows, so seven
+    // stretches share no chunk. (Cut at row 42, as a split of single tasks does, the
+    // chunk of `b` holding rows 40..44 would be read by both partitions.)
     let (a_bytes, b_bytes) = (bytes(&a), bytes(&b));
     for (name, data, chunk) in [("a", &a_bytes, [3u64, 50]), ("b", &b_bytes, [4, 50])] {
         w.dataset(
@@ -725,7 +727,7 @@ async fn partitions_read_each_compressed_chunk_once() {
     }
     w.write_path(&path).unwrap();
     let from = format!("tet('{}', 'a', 'b')", path.display());
-    let chunks = 8 + 6;
+    let chunks = 28 + 21;
     // A scan: every cell once, each chunk of each dataset read once over two partitions.
     let (got, metrics) = rows_and_scan_metrics(&ctx, &format!("SELECT time, x, a, b FROM {from}")).await;
     let want: Vec<Vec<Val>> = (0..cells)
