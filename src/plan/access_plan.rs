@@ -139,11 +139,10 @@ impl AccessPlan {
                 .map(|g| g.into_iter().map(|t| t.id).collect())
                 .collect()
         };
-        let units = read_once_units(table, &tasks, read);
         let by_task = split_balanced(tasks.clone(), n, |t| weigh(t));
-        if units.len() == tasks.len() {
+        let Some(units) = read_once_units(table, &tasks, read) else {
             return ids(by_task);
-        }
+        };
         let heaviest = |groups: &[Vec<&ChunkTask>]| -> u128 {
             groups
                 .iter()
@@ -205,9 +204,15 @@ fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
 /// `tasks` (indices into it) in groups that must be read by one partition for no chunk
 /// of the value columns `read` to be read twice where a second read costs (a compressed
 /// chunk, or any chunk of an object store): tasks connected by such shared chunks. Each
-/// group is in task order; groups are in the order of their first task. Tasks that share
-/// nothing (always, when the datasets' grids agree) are groups of one.
-fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> Vec<Vec<usize>> {
+/// group is in task order; groups are in the order of their first task. `None` when no
+/// two tasks share such a chunk (always when the datasets' grids agree): every task is
+/// a group of its own.
+fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> Option<Vec<Vec<usize>>> {
+    let grid = &table.dataset().record.chunk_shape;
+    if read.is_empty() || table.values.iter().all(|v| &v.dataset().record.chunk_shape == grid) {
+        return None;
+    }
+    // Union-find over tasks; a set's root is its first task.
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
             parent[i] = parent[parent[i]];
@@ -217,41 +222,41 @@ fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> 
     }
     let mut parent: Vec<usize> = (0..tasks.len()).collect();
     let mut first_user: HashMap<(usize, u64), usize> = HashMap::new();
-    let same_grid = table
-        .values
-        .iter()
-        .all(|v| v.dataset().record.chunk_shape == table.dataset().record.chunk_shape);
-    if !same_grid {
-        for (i, t) in tasks.iter().enumerate() {
-            for &k in read {
-                let Some(v) = table.values.get(k) else { continue };
-                let linear = t.chunk_of(k);
-                if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
-                    continue;
+    let mut shared = false;
+    for (i, t) in tasks.iter().enumerate() {
+        for &k in read {
+            let Some(v) = table.values.get(k) else { continue };
+            let linear = t.chunk_of(k);
+            if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
+                continue;
+            }
+            match first_user.entry((k, linear)) {
+                Entry::Occupied(e) => {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
+                    parent[a.max(b)] = a.min(b);
+                    shared = true;
                 }
-                match first_user.entry((k, linear)) {
-                    Entry::Occupied(e) => {
-                        let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
-                        parent[a.max(b)] = a.min(b);
-                    }
-                    Entry::Vacant(e) => {
-                        e.insert(i);
-                    }
+                Entry::Vacant(e) => {
+                    e.insert(i);
                 }
             }
         }
     }
-    let mut slot: HashMap<usize, usize> = HashMap::new();
+    if !shared {
+        return None;
+    }
+    // Each root's group, numbered in the order roots first appear.
+    let mut group_of = vec![usize::MAX; tasks.len()];
     let mut units: Vec<Vec<usize>> = Vec::new();
     for i in 0..tasks.len() {
         let r = root(&mut parent, i);
-        let u = *slot.entry(r).or_insert_with(|| {
+        if group_of[r] == usize::MAX {
+            group_of[r] = units.len();
             units.push(Vec::new());
-            units.len() - 1
-        });
-        units[u].push(i);
+        }
+        units[group_of[r]].push(i);
     }
-    units
+    Some(units)
 }
 
 /// Split `items` (kept in order) into at most `n` contiguous groups of similar total
