@@ -11,8 +11,8 @@
 //!
 //! The AVX2 copy runs by default where the CPU has it, also on AVX-512 CPUs: on the
 //! benchmark's machine (AMD EPYC, Zen 4) the AVX-512 copies were no faster on the plain
-//! folds and slower on some (a fold into consecutive groups, `GROUP BY lon`: 0.040 against
-//! 0.025 s), so they run only when asked for. `TET_SIMD=avx512`, `avx2` or `portable` in
+//! folds and slower on some (a fold into consecutive groups, `GROUP BY lon`: 0.039–0.040
+//! against 0.025–0.035 s in two runs of the benchmark), so they run only when asked for. `TET_SIMD=avx512`, `avx2` or `portable` in
 //! the environment, read once per process, picks that copy (or the best below it that
 //! the CPU has), for comparisons and benchmarks.
 
@@ -39,14 +39,17 @@ impl Isa {
         }
     }
 
+    /// Every level, in the order of [`Isa::code`].
+    const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// The level's code in [`CHOSEN`] (0 there: not chosen yet).
     fn code(self) -> u8 {
         self as u8 + 1
     }
 }
 
-const UNSET: u8 = 0;
-
-static CHOSEN: AtomicU8 = AtomicU8::new(UNSET);
+/// The chosen level's code ([`Isa::code`]); 0 until the first kernel call.
+static CHOSEN: AtomicU8 = AtomicU8::new(0);
 
 /// The best level this CPU supports (ignoring `TET_SIMD`).
 pub fn detected() -> Isa {
@@ -67,11 +70,9 @@ pub fn detected() -> Isa {
 /// AVX-512), unless `TET_SIMD` or [`force`] chose another.
 #[inline(always)]
 pub fn current() -> Isa {
-    match CHOSEN.load(Ordering::Relaxed) {
-        1 => Isa::Portable,
-        2 => Isa::Avx2,
-        3 => Isa::Avx512,
-        _ => init(),
+    match CHOSEN.load(Ordering::Relaxed).checked_sub(1) {
+        Some(i) => Isa::ALL[i as usize],
+        None => init(),
     }
 }
 
