@@ -290,6 +290,16 @@ mod tests {
     use crate::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
     use crate::io::TetSource;
 
+    /// The plan of `selection` over `table`: its tasks, nothing pruned.
+    fn plan_over(table: &TableModel, selection: Vec<AxisSelection>) -> AccessPlan {
+        AccessPlan {
+            tasks: aligned_tasks(&table.records(), &selection),
+            selection,
+            pruning: PruningCounts::default(),
+            value_filters: false,
+        }
+    }
+
     #[test]
     fn partitions_weigh_stored_bytes_or_cells() {
         // 8 chunks of 1000 cells: the first four zstd zeros (a few bytes each), the last
@@ -305,13 +315,10 @@ mod tests {
         w.write_path(&path).unwrap();
         let table = TableModel::from_source(TetSource::open(path.to_str().unwrap()).unwrap(), None).unwrap();
         std::fs::remove_file(&path).unwrap();
-        let selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
-        let access = AccessPlan {
-            tasks: aligned_tasks(&table.records(), &selection),
-            selection,
-            pruning: PruningCounts::default(),
-            value_filters: false,
-        };
+        let access = plan_over(
+            &table,
+            table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect(),
+        );
         let by_cells = access.partitions(&table, 2, &[], &[]);
         assert_eq!(by_cells, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
         let by_bytes = access.partitions(&table, 2, &[0], &[]);
@@ -333,12 +340,7 @@ mod tests {
         let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
         // Positions 1..11 of axis 1 (chunks 0..4 of it, the first and last in part).
         selection[1] = AxisSelection::from_sorted_ranges(12, [(1, 11)]);
-        let access = AccessPlan {
-            tasks: aligned_tasks(&table.records(), &selection),
-            selection: selection.clone(),
-            pruning: PruningCounts::default(),
-            value_filters: false,
-        };
+        let access = plan_over(&table, selection.clone());
         let chunk_shape = &table.dataset().record.chunk_shape;
         for (outer, axis) in [(vec![1], 1), (vec![0], 0)] {
             let parts = access.partitions(&table, 2, &[], &outer);
@@ -390,13 +392,10 @@ mod tests {
         w.write_path(&path).unwrap();
         let table = TableModel::from_datasets(TetSource::open(path.to_str().unwrap()).unwrap(), &["a", "b"]).unwrap();
         std::fs::remove_file(&path).unwrap();
-        let selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
-        let access = AccessPlan {
-            tasks: aligned_tasks(&table.records(), &selection),
-            selection,
-            pruning: PruningCounts::default(),
-            value_filters: false,
-        };
+        let access = plan_over(
+            &table,
+            table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect(),
+        );
         (table, access)
     }
 
