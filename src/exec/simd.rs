@@ -107,31 +107,11 @@ pub fn force(isa: Isa) -> Isa {
 /// A kernel whose AVX-512 copy measured slower than its AVX2 one starts with `up_to_avx2;`
 /// and runs its AVX2 copy on AVX-512 CPUs too.
 macro_rules! multiversion {
-    (
-        up_to_avx2;
-        $(#[$meta:meta])*
-        $vis:vis fn $name:ident [$($g:ident),*] ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
-        where [$($bounds:tt)*] $body:block
-    ) => {
-        $(#[$meta])*
-        $vis fn $name<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-            #[inline(always)]
-            fn portable<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-                    portable::<$($g),*>($($arg),*)
-                }
-                if $crate::exec::simd::current() >= $crate::exec::simd::Isa::Avx2 {
-                    // SAFETY: `current` names AVX2 or above only when the CPU has AVX2 and FMA.
-                    return unsafe { avx2::<$($g),*>($($arg),*) };
-                }
-            }
-            portable::<$($g),*>($($arg),*)
-        }
+    (up_to_avx2; $($kernel:tt)*) => {
+        $crate::exec::simd::multiversion!(@up_to Avx2; $($kernel)*);
     };
     (
+        @up_to $top:ident;
         $(#[$meta:meta])*
         $vis:vis fn $name:ident [$($g:ident),*] ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
         where [$($bounds:tt)*] $body:block
@@ -150,7 +130,7 @@ macro_rules! multiversion {
                 fn avx512<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
                     portable::<$($g),*>($($arg),*)
                 }
-                match $crate::exec::simd::current() {
+                match $crate::exec::simd::current().min($crate::exec::simd::Isa::$top) {
                     // SAFETY: `current` names a level only when the CPU has its features.
                     $crate::exec::simd::Isa::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
                     $crate::exec::simd::Isa::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
@@ -159,6 +139,9 @@ macro_rules! multiversion {
             }
             portable::<$($g),*>($($arg),*)
         }
+    };
+    ($($kernel:tt)*) => {
+        $crate::exec::simd::multiversion!(@up_to Avx512; $($kernel)*);
     };
 }
 pub(crate) use multiversion;
