@@ -9,11 +9,11 @@
 
 use super::cells::selected_bytes;
 use super::fold::{Elem, Missing};
-use super::program::{Cells, Lane, convert};
+use super::program::{BLOCK, Cells, Lane, convert};
 use super::simd::multiversion;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel};
-use crate::plan::{KeyRange, NanRule, ValueRanges, order_key};
+use crate::plan::{ColumnComparison, KeyRange, NanRule, ValueRanges, order_key32};
 use arrow::buffer::Buffer;
 use datafusion::common::{Result, internal_err};
 use std::borrow::Cow;
@@ -87,6 +87,12 @@ impl AlignedCells {
                 }
                 with_dtype!(c.dtype, T => in_range(&elements::<T>(c.bytes.as_slice()), r, &mut pass));
             }
+            for cmp in ranges.comparisons() {
+                let (Some(Some(l)), Some(Some(r))) = (columns.get(cmp.left), columns.get(cmp.right)) else {
+                    return internal_err!("a filter compares value columns the fold did not read");
+                };
+                compare_columns(l, r, cmp, &mut pass);
+            }
             kept.push((ranges.clone(), pass));
         }
         Ok(AlignedCells { columns, kept })
@@ -141,32 +147,17 @@ fn validity<T: Elem>(x: &[T], rule: &Missing<T>) -> Vec<u8> {
 
 multiversion! {
     /// `valid[i] &= x[i]` lies in `r` (by order key): as float comparisons where they are
-    /// exact ([`KeyRange::float_bounds`]) and NaNs of each sign all in or all out (`v > c`
-    /// keeps every positive NaN), which vectorize; else by keys.
+    /// exact ([`KeyRange::float_bounds`]) and the sign decides the NaNs
+    /// ([`FloatBounds::nan_by_sign`](crate::plan::FloatBounds::nan_by_sign)), which
+    /// vectorize; else by keys.
     fn in_range[T](x: &[T], r: KeyRange, valid: &mut [u8]) where [T: Elem] {
         let b = r.float_bounds();
-        // Whether all NaNs of a sign are in (`Some(true)`), none (`Some(false)`), or some.
-        let nans = |first: f64, last: f64| {
-            let (lo, hi) = (order_key(first), order_key(last));
-            let (lo, hi) = (lo.min(hi), lo.max(hi));
-            if r.lo <= lo && hi <= r.hi {
-                Some(true)
-            } else if r.hi < lo || hi < r.lo || r.lo > r.hi {
-                Some(false)
-            } else {
-                None
-            }
-        };
-        // The positive NaNs' keys run from just above +inf to the top, the negative ones'
-        // from the bottom to just below -inf.
-        let positive = nans(f64::from_bits(0x7ff0_0000_0000_0001), f64::from_bits(u64::MAX >> 1));
-        let negative = nans(f64::from_bits(u64::MAX), f64::from_bits(0xfff0_0000_0000_0001));
-        match (T::bounds(b.lo, b.hi), b.nan, positive, negative) {
+        match (T::bounds(b.lo, b.hi), b.nan(), b.nan_by_sign()) {
             (Some((lo, hi)), NanRule::None, ..) => valid
                 .iter_mut()
                 .zip(x)
                 .for_each(|(v, &e)| *v &= ((lo <= e) & (e <= hi)) as u8),
-            (Some((lo, hi)), _, Some(pos), Some(neg)) => valid.iter_mut().zip(x).for_each(|(v, &e)| {
+            (Some((lo, hi)), _, Some((pos, neg))) => valid.iter_mut().zip(x).for_each(|(v, &e)| {
                 let f = e.f();
                 #[allow(clippy::eq_op)]
                 let nan_in = (f != f) & if f.is_sign_negative() { neg } else { pos };
@@ -176,6 +167,47 @@ multiversion! {
                 .iter_mut()
                 .zip(x)
                 .for_each(|(v, &e)| *v &= r.contains(e.key()) as u8),
+        }
+    }
+}
+
+/// `pass[i] &= ` cell `i` of both columns holds a value and `cmp` keeps their order, a
+/// block of keys at a time (f32 keys when both columns are f32, as DataFusion compares
+/// them in f32; else f64 keys, which every other pair compared widens to exactly).
+fn compare_columns(l: &Column, r: &Column, cmp: &ColumnComparison, pass: &mut [u8]) {
+    for valid in [&l.valid, &r.valid].into_iter().flatten() {
+        pass.iter_mut().zip(valid).for_each(|(p, &v)| *p &= v);
+    }
+    let f32_keys = l.dtype == DType::F32 && r.dtype == DType::F32;
+    let (mut kl, mut kr) = ([0i64; BLOCK], [0i64; BLOCK]);
+    for (b, pass) in pass.chunks_mut(BLOCK).enumerate() {
+        let (from, n) = (b * BLOCK, pass.len());
+        for (c, keys) in [(l, &mut kl), (r, &mut kr)] {
+            with_dtype!(c.dtype, T => {
+                let x = elements::<T>(&c.bytes.as_slice()[from * c.dtype.size()..(from + n) * c.dtype.size()]);
+                keys_of(&x, f32_keys, &mut keys[..n]);
+            });
+        }
+        compare_keys(&kl[..n], &kr[..n], *cmp, pass);
+    }
+}
+
+multiversion! {
+    /// The order keys of `x` ([`order_key32`] or [`order_key`](crate::plan::order_key)).
+    fn keys_of[T](x: &[T], f32_keys: bool, out: &mut [i64]) where [T: Elem] {
+        if f32_keys {
+            out.iter_mut().zip(x).for_each(|(k, &e)| *k = order_key32(e.f32()));
+        } else {
+            out.iter_mut().zip(x).for_each(|(k, &e)| *k = e.key());
+        }
+    }
+}
+
+multiversion! {
+    /// `pass[i] &= cmp` keeps keys `l[i]` and `r[i]`.
+    fn compare_keys[](l: &[i64], r: &[i64], cmp: ColumnComparison, pass: &mut [u8]) where [] {
+        for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
+            *p &= cmp.keeps(a, b) as u8;
         }
     }
 }
@@ -246,6 +278,7 @@ impl Cells for AlignedRun<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::order_key;
 
     /// The vectorized range test keeps exactly the elements whose order key the range
     /// holds, for NaNs of either sign, signed zeros, infinities and subnormals.

@@ -37,5 +37,7 @@ pub use table::{TableModel, ValueColumn};
 pub use tasks::{ChunkTask, Slabs, TilePart, aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
 #[cfg(test)]
 pub(crate) use value_range::ORDER_EDGES;
-pub use value_range::{FloatBounds, KeyRange, NanRule, ValueRanges, order_key, value_ranges};
+pub use value_range::{
+    ColumnComparison, FloatBounds, KeyRange, NanRule, ValueRanges, order_key, order_key32, value_ranges,
+};
 pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};

@@ -2,6 +2,7 @@
 //! DataFusion compares floats in, Arrow's IEEE 754 totalOrder (NaN above +inf, a NaN with
 //! its sign bit set below -inf) after DataFusion maps -0 to +0. The fold tests a range
 //! with one integer comparison per element instead of evaluating the predicate.
+//! Comparisons of two value columns (`WHERE t2m > d2m`) compare the keys of both.
 
 use super::aggregate::widens;
 use super::table::TableModel;
@@ -46,30 +47,73 @@ impl KeyRange {
     }
 }
 
+/// The position of f32 `x` in IEEE 754 totalOrder of f32, with -0 and +0 equal: how
+/// DataFusion compares two f32 columns (the f64 key of a converted value would order two
+/// NaNs by their converted payloads, which a signaling NaN's quieting can swap).
+#[inline(always)]
+pub fn order_key32(x: f32) -> i64 {
+    let x = if x == 0.0 { 0.0 } else { x };
+    let b = x.to_bits() as i32;
+    (b ^ ((((b >> 31) as u32) >> 1) as i32)) as i64
+}
+
 /// The inverse of [`order_key`] (a key of -0 gives -0).
 #[inline]
 fn from_key(k: i64) -> f64 {
     f64::from_bits((k ^ ((((k >> 63) as u64) >> 1) as i64)) as u64)
 }
 
-/// Which NaNs a [`KeyRange`] holds.
+/// Which NaNs of one sign a [`KeyRange`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NanRule {
     /// No NaN.
     None,
     /// Every NaN.
     All,
-    /// Some NaNs (by sign or payload) but not all: only their keys tell.
+    /// Some NaNs (by payload) but not all: only their keys tell.
     Some,
 }
 
+impl NanRule {
+    /// Whether a NaN is in, when the rule decides without its key.
+    fn decided(self) -> Option<bool> {
+        match self {
+            NanRule::None => Some(false),
+            NanRule::All => Some(true),
+            NanRule::Some => None,
+        }
+    }
+}
+
 /// A [`KeyRange`] as float comparisons: a non-NaN `x` is in the range exactly when
-/// `lo <= x && x <= hi` (`lo` is NaN when no number is); NaNs as `nan` says.
+/// `lo <= x && x <= hi` (`lo` is NaN when no number is); NaNs as the rule of their sign
+/// says (in totalOrder the NaNs with the sign bit clear lie above +inf, those with it set
+/// below -inf: `v > c` keeps every positive NaN and no negative one).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FloatBounds {
     pub lo: f64,
     pub hi: f64,
-    pub nan: NanRule,
+    /// The NaNs whose sign bit is clear.
+    pub positive_nan: NanRule,
+    /// The NaNs whose sign bit is set.
+    pub negative_nan: NanRule,
+}
+
+impl FloatBounds {
+    /// Which NaNs, of either sign, the range holds.
+    pub fn nan(&self) -> NanRule {
+        match (self.positive_nan, self.negative_nan) {
+            (NanRule::None, NanRule::None) => NanRule::None,
+            (NanRule::All, NanRule::All) => NanRule::All,
+            _ => NanRule::Some,
+        }
+    }
+
+    /// Whether a positive and whether a negative NaN is in, when the sign alone decides
+    /// (`None`: some NaNs of a sign are in and others not, which only their keys tell).
+    pub fn nan_by_sign(&self) -> Option<(bool, bool)> {
+        Some((self.positive_nan.decided()?, self.negative_nan.decided()?))
+    }
 }
 
 impl KeyRange {
@@ -77,21 +121,28 @@ impl KeyRange {
     pub fn float_bounds(self) -> FloatBounds {
         let (ninf, pinf) = (order_key(f64::NEG_INFINITY), order_key(f64::INFINITY));
         let empty = self.lo > self.hi;
-        let neg_none = empty || self.lo >= ninf;
-        let neg_all = !empty && self.lo == i64::MIN && self.hi >= ninf - 1;
-        let pos_none = empty || self.hi <= pinf;
-        let pos_all = !empty && self.hi == i64::MAX && self.lo <= pinf + 1;
-        let nan = match (neg_none, pos_none, neg_all, pos_all) {
-            (true, true, _, _) => NanRule::None,
-            (_, _, true, true) => NanRule::All,
+        // The negative NaNs' keys run from the bottom to just below -inf's, the positive
+        // ones' from just above +inf's to the top.
+        let rule = |none: bool, all: bool| match (none, all) {
+            (true, _) => NanRule::None,
+            (_, true) => NanRule::All,
             _ => NanRule::Some,
         };
+        let negative_nan = rule(
+            empty || self.lo >= ninf,
+            !empty && self.lo == i64::MIN && self.hi >= ninf - 1,
+        );
+        let positive_nan = rule(
+            empty || self.hi <= pinf,
+            !empty && self.hi == i64::MAX && self.lo <= pinf + 1,
+        );
         let (lo, hi) = (self.lo.max(ninf), self.hi.min(pinf));
         if empty || lo > hi {
             return FloatBounds {
                 lo: f64::NAN,
                 hi: f64::NAN,
-                nan,
+                positive_nan,
+                negative_nan,
             };
         }
         // Key -1 is -0's bit pattern, which no value has (-0 is 0): as an upper bound it
@@ -99,54 +150,103 @@ impl KeyRange {
         FloatBounds {
             lo: from_key(lo),
             hi: from_key(if hi == -1 { -2 } else { hi }),
-            nan,
+            positive_nan,
+            negative_nan,
         }
     }
 }
 
-/// What a filter keeps, as ranges of stored values: a row is kept where each value
-/// column named holds a value (not missing) whose order key lies in that column's range.
-/// Empty: every row.
+/// A comparison of two value columns as DataFusion compares them (totalOrder keys, -0 =
+/// +0, by [`order_key32`] when both are f32, else by [`order_key`]): a row is kept where
+/// both hold a value and the order of `left`'s key to `right`'s is one the comparison keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ColumnComparison {
+    pub left: usize,
+    pub right: usize,
+    /// Whether `left` less than, equal to, greater than `right` is kept.
+    pub keep: [bool; 3],
+}
+
+impl ColumnComparison {
+    /// `left op right` for a comparison operator.
+    fn new(left: usize, op: Operator, right: usize) -> Option<ColumnComparison> {
+        let keep = match op {
+            Operator::Lt => [true, false, false],
+            Operator::LtEq => [true, true, false],
+            Operator::Eq => [false, true, false],
+            Operator::NotEq => [true, false, true],
+            Operator::GtEq => [false, true, true],
+            Operator::Gt => [false, false, true],
+            _ => return None,
+        };
+        Some(ColumnComparison { left, right, keep })
+    }
+
+    /// Whether keys `l` (of `left`) and `r` (of `right`) are in an order kept.
+    #[inline(always)]
+    pub fn keeps(&self, l: i64, r: i64) -> bool {
+        let [lt, eq, gt] = self.keep;
+        ((l < r) & lt) | ((l == r) & eq) | ((l > r) & gt)
+    }
+}
+
+/// What a filter keeps, as ranges of stored values and comparisons of two value columns:
+/// a row is kept where each value column named holds a value (not missing) whose order
+/// key lies in that column's range, and every comparison keeps it. Empty: every row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ValueRanges(Vec<(usize, KeyRange)>);
+pub struct ValueRanges {
+    ranges: Vec<(usize, KeyRange)>,
+    comparisons: Vec<ColumnComparison>,
+}
 
 impl ValueRanges {
     /// Rows both keep.
     pub fn and(mut self, o: &ValueRanges) -> ValueRanges {
-        for &(k, r) in &o.0 {
-            match self.0.iter_mut().find(|(j, _)| *j == k) {
+        for &(k, r) in &o.ranges {
+            match self.ranges.iter_mut().find(|(j, _)| *j == k) {
                 Some((_, q)) => *q = q.and(r),
-                None => self.0.push((k, r)),
+                None => self.ranges.push((k, r)),
             }
         }
-        self.0.sort_unstable_by_key(|(k, _)| *k);
+        self.ranges.sort_unstable_by_key(|(k, _)| *k);
+        self.comparisons.extend(&o.comparisons);
+        self.comparisons.sort_unstable();
+        self.comparisons.dedup();
         self
     }
 
     /// True when every row is kept.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.ranges.is_empty() && self.comparisons.is_empty()
     }
 
     /// Value column `k`'s range, if the filter names it.
     pub fn of(&self, k: usize) -> Option<KeyRange> {
-        self.0.iter().find(|(j, _)| *j == k).map(|(_, r)| *r)
+        self.ranges.iter().find(|(j, _)| *j == k).map(|(_, r)| *r)
     }
 
-    /// The value columns named and their ranges, by column.
+    /// The value columns with a range and their ranges, by column.
     pub fn iter(&self) -> impl Iterator<Item = (usize, KeyRange)> + '_ {
-        self.0.iter().copied()
+        self.ranges.iter().copied()
     }
 
-    /// The value columns named, ascending.
-    pub fn columns(&self) -> impl Iterator<Item = usize> + '_ {
-        self.0.iter().map(|(k, _)| *k)
+    /// The comparisons of two value columns.
+    pub fn comparisons(&self) -> &[ColumnComparison] {
+        &self.comparisons
+    }
+
+    /// The value columns named (by a range or a comparison), ascending.
+    pub fn columns(&self) -> impl Iterator<Item = usize> + use<> {
+        let compared = self.comparisons.iter().flat_map(|c| [c.left, c.right]);
+        let all: std::collections::BTreeSet<usize> = self.ranges.iter().map(|(k, _)| *k).chain(compared).collect();
+        all.into_iter()
     }
 }
 
 /// `e` as ranges of the value columns' stored values when it is a conjunction of
 /// comparisons of value columns (or widening casts of them) with numeric constants (`<`,
-/// `<=`, `>`, `>=`, `=`, `BETWEEN`) and `IS NOT NULL` of them; `None` for anything else.
+/// `<=`, `>`, `>=`, `=`, `BETWEEN`), `IS NOT NULL` of them and comparisons of two of them
+/// (`<`, `<=`, `>`, `>=`, `=`, `<>`); `None` for anything else.
 /// Only for columns whose stored values are exact as f64 (not 64-bit integers) and not
 /// packed, where comparing f64 keys is exactly DataFusion's comparison.
 pub fn value_ranges(table: &TableModel, e: &Expr) -> Option<ValueRanges> {
@@ -230,10 +330,21 @@ fn compare(op: Operator, c: f64) -> Option<KeyRange> {
 }
 
 fn ranges_of(e: &Expr, column: &dyn Fn(&Expr) -> Option<usize>) -> Option<ValueRanges> {
-    let one = |k: usize, r: KeyRange| Some(ValueRanges(vec![(k, r)]));
+    let one = |k: usize, r: KeyRange| {
+        Some(ValueRanges {
+            ranges: vec![(k, r)],
+            comparisons: vec![],
+        })
+    };
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match (op, column(left), column(right)) {
             (Operator::And, ..) => Some(ranges_of(left, column)?.and(&ranges_of(right, column)?)),
+            // Both sides are of one type (DataFusion's coercion), each a column's values
+            // exactly; a column compared with itself is left to DataFusion.
+            (_, Some(k), Some(j)) if k != j => Some(ValueRanges {
+                ranges: vec![],
+                comparisons: vec![ColumnComparison::new(k, *op, j)?],
+            }),
             (_, Some(k), _) => one(k, compare(*op, constant(right)?)?),
             (_, None, Some(k)) => one(k, compare(op.swap()?, constant(left)?)?),
             _ => None,
@@ -322,12 +433,22 @@ mod tests {
             for x in xs {
                 let want = r.contains(order_key(x));
                 if x.is_nan() {
-                    match b.nan {
+                    let rule = if x.is_sign_negative() {
+                        b.negative_nan
+                    } else {
+                        b.positive_nan
+                    };
+                    match rule {
                         NanRule::None => assert!(!want, "{r:?} {x}"),
                         NanRule::All => assert!(want, "{r:?} {x}"),
                         // Decided per key by the fold.
                         NanRule::Some => {}
                     }
+                    if let Some((pos, neg)) = b.nan_by_sign() {
+                        assert_eq!(if x.is_sign_negative() { neg } else { pos }, want, "{r:?} {x}");
+                    }
+                    assert!(b.nan() != NanRule::None || !want, "{r:?} {x}");
+                    assert!(b.nan() != NanRule::All || want, "{r:?} {x}");
                 } else {
                     assert_eq!(b.lo <= x && x <= b.hi, want, "{r:?} {b:?} {x}");
                 }

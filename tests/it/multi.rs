@@ -536,6 +536,84 @@ async fn value_filters_over_several_datasets_fold_as_datafusion_does() {
     }
 }
 
+/// Filters comparing two value columns (`WHERE a > b`, `FILTER (WHERE d <= a)`) keep the
+/// rows DataFusion's comparison keeps, on every pair of special values: NaNs of both signs
+/// and several payloads (a signaling one among them), infinities, signed zeros,
+/// subnormals, a fill value; f32 with f32, f32 with f64 and i16 with f32.
+#[tokio::test(flavor = "multi_thread")]
+async fn comparisons_of_two_columns_keep_rows_as_datafusion_does() {
+    let dir = tempdir();
+    let ctx = session(2);
+    let special: Vec<f32> = [
+        f32::NAN.to_bits(),
+        (-f32::NAN).to_bits(),
+        0x7fc0_0123,
+        0x7f80_0001,
+        0xff80_0001,
+    ]
+    .into_iter()
+    .map(f32::from_bits)
+    .chain([
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.5,
+        -2.5,
+        1e-40,
+        f32::MAX,
+        7.0,
+        3.0,
+    ])
+    .collect();
+    let n = special.len() as u64;
+    // Cell (i, j): a = special[i], b = special[j]; c = b as f64 (f64 NaN payloads
+    // beside); d an i16 that meets a's values 3 and -2.5's neighbours.
+    let (mut a, mut b, mut c, mut d) = (vec![], vec![], vec![], vec![]);
+    for i in 0..n as usize {
+        for j in 0..n as usize {
+            a.extend(special[i].to_le_bytes());
+            b.extend(special[j].to_le_bytes());
+            let cj = if j == 2 {
+                f64::from_bits(0x7ff8_0000_0000_0123)
+            } else {
+                special[j] as f64
+            };
+            c.extend(cj.to_le_bytes());
+            d.extend((j as i16 - 4).to_le_bytes());
+        }
+    }
+    let path = dir.path().join("special.tet");
+    let mut w = TetWriter::new();
+    for (name, dtype, data, chunk) in [
+        ("a", DType::F32, &a, [4u64, 15]),
+        ("b", DType::F32, &b, [15, 4]),
+        ("c", DType::F64, &c, [7, 7]),
+        ("d", DType::I16, &d, [15, 15]),
+    ] {
+        let mut spec = DatasetSpec::new(name, dtype, &[n, n], &chunk, data).dim_names(&["x", "y"]);
+        if name == "b" {
+            spec = spec.attr("_FillValue", "7.0");
+        }
+        w.dataset(spec).unwrap();
+    }
+    w.write_path(&path).unwrap();
+    let from = format!("tet('{}', 'a', 'b', 'c', 'd')", path.display());
+    for op in ["<", "<=", "=", "<>", ">=", ">"] {
+        for sql in [
+            format!("SELECT x, y, count(*) FROM {from} WHERE a {op} b GROUP BY x, y"),
+            format!("SELECT x, count(*), sum(c) FROM {from} WHERE b {op} a AND a > -3 GROUP BY x"),
+            format!("SELECT y, count(*) FILTER (WHERE a {op} c), count(*) FROM {from} GROUP BY y"),
+            format!("SELECT x, y, count(a) FROM {from} WHERE d {op} a GROUP BY x, y"),
+        ] {
+            let (on, off, plan) = on_and_off(&ctx, "tet.aggregate_pushdown", &sql).await;
+            assert!(!off.is_empty(), "{sql}");
+            crate::common::assert_same(on, off, &sql);
+            assert!(plan.contains("TetAggregateExec"), "{sql}\n{plan}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn joins_on_every_axis_are_aligned_scans() {
     let dir = tempdir();
