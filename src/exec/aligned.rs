@@ -171,6 +171,14 @@ multiversion! {
     }
 }
 
+impl Column {
+    /// The stored bytes of cells `from..from + n`.
+    fn cells(&self, from: usize, n: usize) -> &[u8] {
+        let size = self.dtype.size();
+        &self.bytes.as_slice()[from * size..(from + n) * size]
+    }
+}
+
 /// `pass[i] &= ` cell `i` of both columns holds a value and `cmp` keeps their order, a
 /// block of keys at a time (f32 keys when both columns are f32, as DataFusion compares
 /// them in f32; else f64 keys, which every other pair compared widens to exactly).
@@ -179,16 +187,44 @@ fn compare_columns(l: &Column, r: &Column, cmp: &ColumnComparison, pass: &mut [u
         pass.iter_mut().zip(valid).for_each(|(p, &v)| *p &= v);
     }
     let f32_keys = l.dtype == DType::F32 && r.dtype == DType::F32;
+    let (mut fl, mut fr) = ([0f64; BLOCK], [0f64; BLOCK]);
     let (mut kl, mut kr) = ([0i64; BLOCK], [0i64; BLOCK]);
     for (b, pass) in pass.chunks_mut(BLOCK).enumerate() {
         let (from, n) = (b * BLOCK, pass.len());
-        for (c, keys) in [(l, &mut kl), (r, &mut kr)] {
-            with_dtype!(c.dtype, T => {
-                let x = elements::<T>(&c.bytes.as_slice()[from * c.dtype.size()..(from + n) * c.dtype.size()]);
-                keys_of(&x, f32_keys, &mut keys[..n]);
-            });
+        for (c, out) in [(l, &mut fl), (r, &mut fr)] {
+            with_dtype!(c.dtype, T => floats_of(&elements::<T>(c.cells(from, n)), &mut out[..n]));
         }
-        compare_keys(&kl[..n], &kr[..n], *cmp, pass);
+        // Numbers compare as floats exactly (integers and f32 are exact as f64, and -0
+        // equals +0 in both orders); a block holding a NaN is compared again by keys.
+        if compare_floats(&fl[..n], &fr[..n], *cmp, pass) {
+            for (c, keys) in [(l, &mut kl), (r, &mut kr)] {
+                with_dtype!(c.dtype, T => keys_of(&elements::<T>(c.cells(from, n)), f32_keys, &mut keys[..n]));
+            }
+            compare_keys(&kl[..n], &kr[..n], *cmp, pass);
+        }
+    }
+}
+
+multiversion! {
+    /// `x` as f64.
+    fn floats_of[T](x: &[T], out: &mut [f64]) where [T: Elem] {
+        out.iter_mut().zip(x).for_each(|(f, &e)| *f = e.f());
+    }
+}
+
+multiversion! {
+    /// `pass[i] &= cmp` keeps `l[i]` and `r[i]` as floats, or one of them is NaN (left to
+    /// [`compare_keys`]); returns whether one was.
+    fn compare_floats[](l: &[f64], r: &[f64], cmp: ColumnComparison, pass: &mut [u8]) -> bool where [] {
+        let mut nan = false;
+        for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
+            // NaN is the one value unequal to itself.
+            #[allow(clippy::eq_op)]
+            let either = (a != a) | (b != b);
+            nan |= either;
+            *p &= (cmp.keeps(a, b) | either) as u8;
+        }
+        nan
     }
 }
 

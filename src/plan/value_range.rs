@@ -182,9 +182,10 @@ impl ColumnComparison {
         Some(ColumnComparison { left, right, keep })
     }
 
-    /// Whether keys `l` (of `left`) and `r` (of `right`) are in an order kept.
+    /// Whether keys `l` (of `left`) and `r` (of `right`) are in an order kept (also of
+    /// the values as floats where neither is NaN: then the float order is the keys').
     #[inline(always)]
-    pub fn keeps(&self, l: i64, r: i64) -> bool {
+    pub fn keeps<K: PartialOrd>(&self, l: K, r: K) -> bool {
         let [lt, eq, gt] = self.keep;
         ((l < r) & lt) | ((l == r) & eq) | ((l > r) & gt)
     }
