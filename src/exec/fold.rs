@@ -736,16 +736,15 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
         (None, Some(fv)) => lanes_for::<T, false>(run, needs, |x| x != fv),
         (Some(b), fill) => {
             // Comparisons in the stored type where bounds convert exactly, else as f64;
-            // NaNs by the rule of their sign, or (some NaNs of a sign only) kept here and
-            // decided by keys when the run holds any.
+            // NaNs decided by the rule, or (some NaNs only, as `v > c` keeps the positive
+            // ones) kept here and decided by keys when the run holds any: a test of the
+            // sign in the loop measured twice as slow on `WHERE v > 290`.
             let native = T::bounds(b.lo, b.hi);
             let (lo, hi) = (b.lo, b.hi);
             let nan_in = b.nan() != NanRule::None && !nan_missing;
-            let by_sign = b.nan_by_sign();
-            let (pos, neg) = by_sign.unwrap_or((true, true));
             let in_range = |x: T| {
                 #[allow(clippy::eq_op)]
-                let nan = nan_in & (x != x) & if x.f().is_sign_negative() { neg } else { pos };
+                let nan = nan_in && x != x;
                 let inside = match native {
                     Some((l, h)) => (l <= x) & (x <= h),
                     None => (lo <= x.f()) & (x.f() <= hi),
@@ -758,7 +757,7 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                 Some(fv) if nan_in => lanes_for::<T, true>(run, needs, |x| in_range(x) & (x != fv)),
                 Some(fv) => lanes_for::<T, false>(run, needs, |x| in_range(x) & (x != fv)),
             };
-            if by_sign.is_none() && s.nans.iter().any(|&k| k > 0) {
+            if b.nan() == NanRule::Some && s.nans.iter().any(|&k| k > 0) {
                 lanes_for::<T, false>(run, needs, |x| keep.test(x))
             } else {
                 s
