@@ -180,8 +180,9 @@ impl Column {
 }
 
 /// `pass[i] &= ` cell `i` of both columns holds a value and `cmp` keeps their order, a
-/// block of keys at a time (f32 keys when both columns are f32, as DataFusion compares
-/// them in f32; else f64 keys, which every other pair compared widens to exactly).
+/// block at a time: as f64 values, and by keys where the block holds a NaN (f32 keys when
+/// both columns are f32, as DataFusion compares them in f32; else f64 keys, which every
+/// other pair compared widens to exactly).
 fn compare_columns(l: &Column, r: &Column, cmp: &ColumnComparison, pass: &mut [u8]) {
     for valid in [&l.valid, &r.valid].into_iter().flatten() {
         pass.iter_mut().zip(valid).for_each(|(p, &v)| *p &= v);
