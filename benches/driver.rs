@@ -16,13 +16,16 @@
 //! `bench run OUT.tet DATA.parquet REPS`: time the benchmark queries through the Rust API
 //!   with the pushdown, with DataFusion's own plan over our scan, and over the Parquet
 //!   table, plus the floor (one pass summing every f32 of the payload); prints one JSON
-//!   line per measurement: {"engine", "query", "median_s", "runs"}. `TET_BENCH_QUERIES`
+//!   line per measurement: {"engine", "query", "median_s", "runs"}. With `TET_FLOOR_BIN`
+//!   each run of our Rust API follows one pass of that native floor (`PairedFloor`):
+//!   `floor_native_c_paired` and `ours_rust_api_per_paired_floor` (the median of the
+//!   per-run ratios). `TET_BENCH_PARTITIONS` sets DataFusion's target partitions. `TET_BENCH_QUERIES`
 //!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs. For a file of
 //!   zstd chunks the floor is `benches/floor_zstd.c` (`TET_FLOOR_ZSTD_BIN`: decompress
 //!   every chunk and sum it), reported as `floor_native_zstd`, with the decoded and stored
 //!   bytes on a line of their own.
 
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetFile, TetWriter};
 use std::time::Instant;
 
@@ -69,21 +72,32 @@ fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusio
 }
 
 /// Run `sql` once to warm up, then `reps` times, and report the times of the latter as
-/// `engine`'s for query `name`.
+/// `engine`'s for query `name`. With `floor`, each run follows one pass of the native
+/// floor, reported as `floor_native_c_paired` with the median of the runs' ratios to
+/// their floor passes as `{engine}_per_paired_floor` (a ratio, not seconds).
 async fn time_sql(
     ctx: &SessionContext,
     engine: &str,
     name: &str,
     sql: &str,
     reps: usize,
+    mut floor: Option<&mut PairedFloor>,
 ) -> datafusion::error::Result<()> {
     ctx.sql(sql).await?.collect().await?; // warm-up
-    let mut times = Vec::new();
+    let (mut times, mut floors) = (Vec::new(), Vec::new());
     for _ in 0..reps {
+        if let Some(f) = floor.as_deref_mut() {
+            floors.push(f.pass()?);
+        }
         let start = Instant::now();
         let b = ctx.sql(sql).await?.collect().await?;
         times.push(start.elapsed().as_secs_f64());
         assert!(!b.is_empty());
+    }
+    if !floors.is_empty() {
+        let ratios = times.iter().zip(&floors).map(|(t, f)| t / f).collect();
+        report("floor_native_c_paired", name, floors);
+        report(&format!("{engine}_per_paired_floor"), name, ratios);
     }
     report(engine, name, times);
     Ok(())
@@ -211,7 +225,7 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
             eprintln!("native zstd floor {line}{}", String::from_utf8_lossy(&out.stderr));
             report("floor_native_zstd", "full_mean", vec![json_number(&line, "median_s")]);
         }
-        return time_queries(tet, parquet, reps, slice).await;
+        return time_queries(tet, parquet, reps, slice, None).await;
     }
     // Floor: one pass summing every f32 of the dataset's payload (warm, in memory),
     // split over all cores as our partitions are.
@@ -258,7 +272,11 @@ async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error
             vec![native_floor(&bin, tet, &entries, reps)?],
         );
     }
-    time_queries(tet, parquet, reps, slice).await
+    let paired = match std::env::var("TET_FLOOR_BIN") {
+        Ok(bin) => Some(PairedFloor::start(&bin, tet, payload_span(&entries))?),
+        Err(_) => None,
+    };
+    time_queries(tet, parquet, reps, slice, paired).await
 }
 
 /// Queries over two variables `a`, `b` of one file: `{m}` is the table of both, `{x}`
@@ -345,20 +363,15 @@ async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
             } else {
                 reps
             };
-            time_sql(&ctx, engine, name, &sql, reps).await?;
+            time_sql(&ctx, engine, name, &sql, reps, None).await?;
         }
     }
     Ok(())
 }
 
-/// The median seconds of the native floor `bin` (benches/floor.c) summing the payloads of
-/// `entries`, which must be raw and stored one after another in `tet`.
-fn native_floor(
-    bin: &str,
-    tet: &str,
-    entries: &[&datafusion_tet::format::ChunkEntry],
-    reps: usize,
-) -> datafusion::error::Result<f64> {
+/// The bytes `[start, start + len)` of `tet` that hold the payloads of `entries`, which
+/// must be raw and stored one after another (the floor sums them in one pass).
+fn payload_span(entries: &[&datafusion_tet::format::ChunkEntry]) -> (u64, u64) {
     let start = entries.iter().map(|e| e.payload_offset).min().unwrap_or(0);
     let end = entries
         .iter()
@@ -367,12 +380,73 @@ fn native_floor(
         .unwrap_or(0);
     let stored: u64 = entries.iter().map(|e| e.stored_byte_len).sum();
     assert_eq!(stored, end - start, "the floor needs contiguous raw payloads");
+    (start, stored)
+}
+
+/// The median seconds of the native floor `bin` (benches/floor.c) summing the payloads of
+/// `entries` ([`payload_span`]) `reps` times.
+fn native_floor(
+    bin: &str,
+    tet: &str,
+    entries: &[&datafusion_tet::format::ChunkEntry],
+    reps: usize,
+) -> datafusion::error::Result<f64> {
+    let (start, stored) = payload_span(entries);
     let out = std::process::Command::new(bin)
         .args([tet, &start.to_string(), &stored.to_string(), &reps.to_string()])
         .output()?;
     let line = String::from_utf8_lossy(&out.stdout);
     eprintln!("native floor over {stored} bytes {line}");
     Ok(json_number(&line, "median_s"))
+}
+
+/// The native floor in its paired mode (benches/floor.c with 0 repetitions): one process
+/// with the payload mapped and its pages touched, making one pass per [`PairedFloor::pass`],
+/// so that each of our timed queries has a floor measured just before it.
+struct PairedFloor {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl PairedFloor {
+    fn start(bin: &str, tet: &str, span: (u64, u64)) -> std::io::Result<Self> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(bin)
+            .args([tet, &span.0.to_string(), &span.1.to_string(), "0"])
+            // Idle OpenMP threads sleep instead of spinning: they would take the cores
+            // from the query timed after each pass.
+            .env("OMP_WAIT_POLICY", "PASSIVE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("floor: no stdout"))?;
+        let mut out = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        if line.trim() != "ready" {
+            return Err(std::io::Error::other(format!("floor: {line}")));
+        }
+        Ok(PairedFloor { child, out })
+    }
+
+    /// One pass of the floor: its seconds.
+    fn pass(&mut self) -> std::io::Result<f64> {
+        use std::io::{BufRead, Write};
+        let stdin = self.child.stdin.as_mut().ok_or_else(|| std::io::Error::other("floor: no stdin"))?;
+        stdin.write_all(b"pass\n")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        self.out.read_line(&mut line)?;
+        Ok(json_number(&line, "s"))
+    }
+}
+
+impl Drop for PairedFloor {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take()); // EOF ends the floor's loop
+        let _ = self.child.wait();
+    }
 }
 
 /// The number after `"key": ` in a floor program's JSON line (NaN when absent).
@@ -384,8 +458,23 @@ fn json_number(line: &str, key: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// A session with DataFusion's defaults, or `TET_BENCH_PARTITIONS` target partitions.
+fn session() -> SessionContext {
+    match std::env::var("TET_BENCH_PARTITIONS").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => SessionContext::new_with_config(SessionConfig::new().with_target_partitions(n)),
+        None => SessionContext::new(),
+    }
+}
+
 /// Time the benchmark queries through each engine (`TET_BENCH_ENGINES`).
-async fn time_queries(tet: &str, parquet: Option<&str>, reps: usize, slice: u64) -> datafusion::error::Result<()> {
+/// `floor`: the native floor paired with each run of our Rust API (see [`time_sql`]).
+async fn time_queries(
+    tet: &str,
+    parquet: Option<&str>,
+    reps: usize,
+    slice: u64,
+    mut floor: Option<PairedFloor>,
+) -> datafusion::error::Result<()> {
     for (engine, pushdown, table) in [
         ("ours_rust_api", true, "tet"),
         ("datafusion_over_our_scan", false, "tet"),
@@ -394,7 +483,7 @@ async fn time_queries(tet: &str, parquet: Option<&str>, reps: usize, slice: u64)
         if (table == "parquet" && parquet.is_none()) || !chosen("TET_BENCH_ENGINES", engine) {
             continue;
         }
-        let ctx = SessionContext::new();
+        let ctx = session();
         datafusion_tet::register(&ctx);
         if !pushdown {
             ctx.sql("SET tet.aggregate_pushdown = false").await?.collect().await?;
@@ -410,7 +499,8 @@ async fn time_queries(tet: &str, parquet: Option<&str>, reps: usize, slice: u64)
         }
         for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
             let sql = sql.replace("{SLICE}", &slice.to_string());
-            time_sql(&ctx, engine, name, &sql, reps).await?;
+            let paired = floor.as_mut().filter(|_| engine == "ours_rust_api");
+            time_sql(&ctx, engine, name, &sql, reps, paired).await?;
         }
     }
     Ok(())

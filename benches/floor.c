@@ -3,7 +3,9 @@
  *
  * floor FILE OFFSET LENGTH REPS: maps FILE, touches every page of bytes
  * [OFFSET, OFFSET + LENGTH) once, then REPS times sums them as f32 (f64 accumulators in
- * vector lanes, one OpenMP thread per core) and prints the median seconds and the sum as JSON. */
+ * vector lanes, one OpenMP thread per core) and prints the median seconds and the sum as JSON.
+ * REPS 0: paired mode: prints "ready", then one pass per line read on stdin, printing its
+ * seconds and sum as a JSON line each (benches/driver.rs times a query beside each pass). */
 #include <fcntl.h>
 #include <omp.h>
 #include <stdio.h>
@@ -15,6 +17,14 @@
 
 #include "floor.h"
 
+/* The f64 sum of the n f32 at v: the one pass every query over them must make. */
+static double pass(const float *v, long long n) {
+    double s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+    for (long long i = 0; i < n; i++) s += v[i];
+    return s;
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: floor FILE OFFSET LENGTH REPS\n");
@@ -24,7 +34,7 @@ int main(int argc, char **argv) {
     int reps = atoi(argv[4]);
     int fd = open(argv[1], O_RDONLY);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || off < 0 || len < 0 || off + len > st.st_size || reps < 1 || reps > 1000) {
+    if (fd < 0 || fstat(fd, &st) != 0 || off < 0 || len < 0 || off + len > st.st_size || reps < 0 || reps > 1000) {
         fprintf(stderr, "floor: bad file or range\n");
         return 2;
     }
@@ -37,13 +47,22 @@ int main(int argc, char **argv) {
     long long n = len / 4;
     volatile unsigned char touch = 0;
     for (long long i = 0; i < len; i += 4096) touch ^= map[off + i];
+    if (reps == 0) {
+        char line[64];
+        printf("ready\n");
+        fflush(stdout);
+        while (fgets(line, sizeof line, stdin)) {
+            double t0 = now(), s = pass(v, n);
+            printf("{\"s\": %.6f, \"sum\": %.6e}\n", now() - t0, s);
+            fflush(stdout);
+        }
+        return 0;
+    }
     double *times = malloc(sizeof(double) * reps), sum = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now(), s = 0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-        for (long long i = 0; i < n; i++) s += v[i];
+        double t0 = now();
+        sum = pass(v, n);
         times[r] = now() - t0;
-        sum = s;
     }
     qsort(times, reps, sizeof(double), cmp);
     printf("{\"median_s\": %.6f, \"sum\": %.6e, \"threads\": %d}\n", times[reps / 2], sum, omp_get_max_threads());

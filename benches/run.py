@@ -15,7 +15,9 @@ clauses, affine and other expressions of v). Engines, all in the same run:
   xarray on the in-memory DataArray (groupby, weighted, where), numpy for the plain shapes,
   the upstream engine (tet-py 0.8.3 `mean(..., axes=...)`) where it has the shape,
   the native floor: benches/floor.c built with `cc -O3 -march=native -fopenmp`, two
-  threads summing every f32 of the payload through a pre-faulted mmap.
+  threads summing every f32 of the payload through a pre-faulted mmap; measured once,
+  and paired with each timed run of our Rust API (one floor pass just before it; the
+  median of the per-run ratios is reported beside the ratios to the single floor).
 
 The same cube with zstd chunks (level 3) is timed for the plain shapes (full_mean, by_lat,
 by_time) against its own native floor, benches/floor_zstd.c (libzstd, the version our build
@@ -340,8 +342,8 @@ def main():
                                                         "TET_BENCH_ENGINES": "ours_rust_api"})
         for line in out.splitlines():
             r = json.loads(line)
-            if r.get("engine") == "ours_rust_api":
-                results[(f"ours_rust_api_{isa}", r["query"])] = r["median_s"]
+            if r.get("engine") in ("ours_rust_api", "ours_rust_api_per_paired_floor"):
+                results[(r["engine"].replace("ours_rust_api", f"ours_rust_api_{isa}"), r["query"])] = r["median_s"]
 
     def tet_sql_elapsed(s):
         # One session runs the query reps + 1 times; tet-sql's own "Elapsed" per query.
@@ -482,6 +484,16 @@ def main():
               "| target | " + " | ".join(f"<= {TARGET[q]:.0f}" for q in QUERIES) + " |"]
     for e in engines:
         lines.append(f"| {e} | " + " | ".join(cell(e, q, lambda x: f"{x / floor:.2f}") for q in QUERIES) + " |")
+    paired = ["ours_rust_api", "ours_rust_api_avx512", "ours_rust_api_portable"]
+    lines += ["", "Ours (Rust API) / the floor paired with each run: the driver runs one pass of the floor just "
+              "before each timed query and reports the median of the per-run ratios, so that a slow or fast spell "
+              "of the machine moves both (median seconds of the paired floor passes in the first row):", "",
+              "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |",
+              "| floor_native_c_paired | " + " | ".join(cell("floor_native_c_paired", q, lambda x: f"{x:.4f} s")
+                                                       for q in QUERIES) + " |"]
+    for e in paired:
+        lines.append(f"| {e} | " + " | ".join(cell(f"{e}_per_paired_floor", q, lambda x: f"{x:.2f}")
+                                             for q in QUERIES) + " |")
     lines += ["", "Speed-up of ours (Rust API) over each peer (peer time / ours; > 1 means ours is faster):", "",
               "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |"]
     for e in engines[1:]:
