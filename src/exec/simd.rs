@@ -94,6 +94,26 @@ pub fn force(isa: Isa) -> Isa {
     isa
 }
 
+/// How far ahead of the element being folded the kernels ask for memory ([`prefetch`]).
+pub const PREFETCH_BYTES: usize = 2048;
+
+/// Ask the CPU to bring the cache line holding `p` into its caches: a hint, not a read
+/// (it never faults, so `p` may lie past the end of the data). The kernels call it
+/// [`PREFETCH_BYTES`] ahead of their loads: the hardware's own stream prefetchers stop at
+/// each 4 KiB page, the kernels' loads would otherwise wait for memory at every page of a
+/// tile's run.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the
+    // address; SSE is part of the x86-64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Define a kernel compiled for each [`Isa`] of the target (portable and, on x86-64,
 /// AVX2 + FMA and AVX-512) that runs the copy [`current`] names. Generic parameters are
 /// listed in brackets and bounded in a bracketed `where` clause:
