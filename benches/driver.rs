@@ -420,7 +420,10 @@ impl PairedFloor {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("floor: no stdout"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("floor: no stdout"))?;
         let mut out = std::io::BufReader::new(stdout);
         let mut line = String::new();
         out.read_line(&mut line)?;
@@ -433,7 +436,11 @@ impl PairedFloor {
     /// One pass of the floor: its seconds.
     fn pass(&mut self) -> std::io::Result<f64> {
         use std::io::{BufRead, Write};
-        let stdin = self.child.stdin.as_mut().ok_or_else(|| std::io::Error::other("floor: no stdin"))?;
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("floor: no stdin"))?;
         stdin.write_all(b"pass\n")?;
         stdin.flush()?;
         let mut line = String::new();
