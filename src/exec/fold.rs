@@ -13,7 +13,7 @@
 //! of floats accumulate in f64, integer sums wrap in 64 bits as DataFusion's do, and
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
-use super::simd::{PREFETCH_BYTES, multiversion, prefetch};
+use super::simd::{multiversion, prefetch_ahead};
 use crate::format::{MissingValues, elements};
 use crate::plan::{Affine, KeyRange, NanRule, order_key};
 use half::f16;
@@ -55,7 +55,7 @@ fn lane_sum<T: Elem>(x: &[T]) -> f64 {
     let c = x.chunks_exact(CO_LANES);
     let r = c.remainder();
     for a in c {
-        prefetch(a.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+        prefetch_ahead(a);
         for i in 0..CO_LANES {
             s[i] += a[i].f();
         }
@@ -76,8 +76,8 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
     let (cx, cy) = (x.chunks_exact(CO_LANES), y.chunks_exact(CO_LANES));
     let (rx, ry) = (cx.remainder(), cy.remainder());
     for (a, b) in cx.zip(cy) {
-        prefetch(a.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
-        prefetch(b.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+        prefetch_ahead(a);
+        prefetch_ahead(b);
         for i in 0..CO_LANES {
             s[i] += f(a[i], b[i]).f();
         }
@@ -101,7 +101,7 @@ pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
     // `y` or +0 by its bits (`mask` 1 → every bit kept): a select that vectorizes.
     let keep = |a: T, k: u8| f64::from_bits(a.f().to_bits() & (k as u64).wrapping_neg());
     for (a, k) in cy.zip(cm) {
-        prefetch(a.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+        prefetch_ahead(a);
         for i in 0..CO_LANES {
             s[i] += keep(a[i], k[i]);
         }
@@ -662,7 +662,7 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
         let mut n = [0u32; L];
         let mut nans = [0u32; L];
         for c in block.chunks_exact(L) {
-            prefetch(c.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+            prefetch_ahead(c);
             for i in 0..L {
                 let x = c[i];
                 let k = ok(x);
@@ -1064,7 +1064,7 @@ fn dot_lanes<T: Elem>(
         let base = b * L * BLOCK_CHUNKS;
         let mut m = [0u32; L];
         for (k, c) in block.chunks_exact(L).enumerate() {
-            prefetch(c.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+            prefetch_ahead(c);
             for i in 0..L {
                 let x = c[i];
                 let w = weight(base + k * L + i);
@@ -1122,7 +1122,7 @@ multiversion! {
         let c = run.chunks_exact(CO_LANES);
         let rest = c.remainder();
         for a in c {
-            prefetch(a.as_ptr().wrapping_byte_add(PREFETCH_BYTES));
+            prefetch_ahead(a);
             for i in 0..CO_LANES {
                 s[i] += (a[i].f32() * wf) as f64;
             }

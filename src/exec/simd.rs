@@ -94,16 +94,17 @@ pub fn force(isa: Isa) -> Isa {
     isa
 }
 
-/// How far ahead of the element being folded the kernels ask for memory ([`prefetch`]).
-pub const PREFETCH_BYTES: usize = 2048;
+/// How far ahead of the elements being folded the kernels ask for memory ([`prefetch_ahead`]).
+const PREFETCH_BYTES: usize = 2048;
 
-/// Ask the CPU to bring the cache line holding `p` into its caches: a hint, not a read
-/// (it never faults, so `p` may lie past the end of the data). The kernels call it
-/// [`PREFETCH_BYTES`] ahead of their loads: the hardware's own stream prefetchers stop at
-/// each 4 KiB page, the kernels' loads would otherwise wait for memory at every page of a
-/// tile's run.
+/// Ask the CPU to bring the cache line [`PREFETCH_BYTES`] past the start of `x` into its
+/// caches: a hint, not a read (it never faults, so that address may lie past the end of
+/// the data). The kernels call it on each block before folding it: the hardware's own
+/// stream prefetchers stop at each 4 KiB page, the kernels' loads would otherwise wait
+/// for memory at every page of a tile's run.
 #[inline(always)]
-pub fn prefetch<T>(p: *const T) {
+pub fn prefetch_ahead<T>(x: &[T]) {
+    let p = x.as_ptr().wrapping_byte_add(PREFETCH_BYTES);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the
     // address; SSE is part of the x86-64 baseline.
