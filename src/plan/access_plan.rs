@@ -192,10 +192,10 @@ impl AccessPlan {
 /// for the cells the task holds of it (the whole chunk when the grids agree).
 fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
     read.iter()
-        .filter_map(|&k| Some((t.part(k), table.values.get(k)?)))
-        .map(|(part, v)| {
-            let stored = v.source.file.chunk(v.dataset(), part.linear).1.stored_byte_len;
-            let tile: u64 = part.tile_extent.iter().product();
+        .filter_map(|&k| Some((k, table.values.get(k)?)))
+        .map(|(k, v)| {
+            let stored = v.source.file.chunk(v.dataset(), t.chunk_of(k)).1.stored_byte_len;
+            let tile: u64 = t.tile_extent_of(k).iter().product();
             (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64
         })
         .fold(0, u64::saturating_add)

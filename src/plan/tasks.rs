@@ -54,6 +54,15 @@ impl ChunkTask {
         }
     }
 
+    /// The (clipped) extent of the tile of value column `k`'s dataset that holds this
+    /// task's cells.
+    pub fn tile_extent_of(&self, k: usize) -> &[u64] {
+        match k.checked_sub(1).and_then(|i| self.parts.get(i)) {
+            None => &self.tile_extent,
+            Some(p) => &p.tile_extent,
+        }
+    }
+
     /// This task as seen from value column `k`'s dataset: its chunk, and the same cells
     /// as positions local to that chunk's tile, in the same order.
     pub fn part(&self, k: usize) -> ChunkTask {
@@ -517,6 +526,7 @@ mod tests {
                     assert_eq!(p.linear, t.chunk_of(k));
                     assert_eq!(p.coords, r.chunk_coords(p.linear));
                     assert_eq!(p.tile_extent, r.tile_box(&p.coords).1);
+                    assert_eq!(t.tile_extent_of(k), p.tile_extent.as_slice());
                     for (d, ranges) in p.local.iter().enumerate() {
                         assert!(
                             ranges.iter().all(|&(a, b)| a < b && b <= p.tile_extent[d]),
