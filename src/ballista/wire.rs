@@ -551,7 +551,7 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
             pruned_by_zone: n.pruned_by_zone.min(chunks_total),
         },
         selection,
-        tasks,
+        tasks: tasks.into_iter().map(std::sync::Arc::new).collect(),
         value_filters: n.value_filters,
     };
     ChunkFeed::from_input(access, input.clone())

@@ -21,7 +21,7 @@ use super::fold::{
     fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
-use super::metrics::AggregateMetrics;
+use super::metrics::{AggregateMetrics, Stopwatch};
 use super::payload::{Payload, PayloadMetrics, payload_stream};
 use super::program::{BLOCK, Cells, Lane, Program, Scratch, Ty, convert, weighted_program};
 use super::simd::multiversion;
@@ -594,7 +594,7 @@ impl ExecutionPlan for TetAggregateExec {
                 fetch,
                 PayloadMetrics {
                     read: metrics.read.clone(),
-                    decode: vec![metrics.fold_time.clone(), metrics.baseline.elapsed_compute().clone()],
+                    decode: metrics.fold_timers.to_vec(),
                 },
             );
             let (acc, pairs, gi) = job.fold(payloads, &selection, &metrics, &mut reservation).await?;
@@ -669,8 +669,7 @@ impl FoldJob {
             // fold yields to the runtime now and then (and a cancelled query stops).
             tokio::task::consume_budget().await;
             let (task, tiles) = next?;
-            let _fold = metrics.fold_time.timer();
-            let _compute = metrics.baseline.elapsed_compute().timer();
+            let _fold = Stopwatch::start(&metrics.fold_timers);
             let start = task.tile_start(&ds.record.chunk_shape);
             // The kernels over stored values read the one value column of a table of one
             // dataset; compiled expressions over a table of several read the aligned cells

@@ -161,7 +161,7 @@ impl ChunkFeed {
         partition: usize,
         context: Arc<TaskContext>,
         node: &str,
-    ) -> Result<Vec<ChunkTask>> {
+    ) -> Result<Vec<Arc<ChunkTask>>> {
         let stream = self.input.execute(partition, context)?;
         let batches = datafusion::physical_plan::common::collect(stream).await?;
         let mut out = Vec::new();

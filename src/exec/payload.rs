@@ -3,7 +3,7 @@
 //! every value column read ([`payload_stream`]).
 
 use super::ChunkFeed;
-use super::metrics::ReadMetrics;
+use super::metrics::{ReadMetrics, Stopwatch};
 use crate::format::codec;
 use crate::io::{FetchOptions, windows};
 use crate::plan::{ChunkTask, TableModel};
@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// A chunk task with the decoded tile of each value column of its table (`None` for the
 /// columns not read).
-pub(crate) type Payload = (ChunkTask, Vec<Option<Buffer>>);
+pub(crate) type Payload = (Arc<ChunkTask>, Vec<Option<Buffer>>);
 
 /// What reading a partition's payloads records: chunks and bytes read, object store
 /// traffic, and the timers decoding runs under.
@@ -66,7 +66,7 @@ pub(crate) fn feed_payloads(
 /// needed, never by the file size.
 pub(crate) fn payload_stream(
     table: Arc<TableModel>,
-    tasks: Vec<ChunkTask>,
+    tasks: Vec<Arc<ChunkTask>>,
     columns: Vec<usize>,
     opts: FetchOptions,
     metrics: PayloadMetrics,
@@ -75,17 +75,28 @@ pub(crate) fn payload_stream(
     if columns.is_empty() {
         return futures::stream::iter(tasks.into_iter().map(move |t| Ok((t, vec![None; n])))).boxed();
     }
-    // Every chunk to read, (column, chunk id), in first-use order; and the last task using each.
-    let mut reads: Vec<(usize, u64)> = Vec::new();
-    let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
-    for (i, t) in tasks.iter().enumerate() {
-        for &k in &columns {
-            let key = (k, t.chunk_of(k));
-            if last_use.insert(key, i).is_none() {
-                reads.push(key);
+    // Every chunk to read, (column, chunk id), in first-use order; and, where tasks may
+    // share chunks, the last task using each. A table of one dataset has one task per
+    // chunk: its chunks are read in task order and handed out as they come.
+    let (reads, last_use) = if table.values.len() == 1 {
+        let reads: Vec<(usize, u64)> = tasks
+            .iter()
+            .flat_map(|t| columns.iter().map(|&k| (k, t.chunk_of(k))))
+            .collect();
+        (reads, None)
+    } else {
+        let mut reads: Vec<(usize, u64)> = Vec::new();
+        let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
+        for (i, t) in tasks.iter().enumerate() {
+            for &k in &columns {
+                let key = (k, t.chunk_of(k));
+                if last_use.insert(key, i).is_none() {
+                    reads.push(key);
+                }
             }
         }
-    }
+        (reads, Some(last_use))
+    };
     let spans: Vec<Range<u64>> = reads
         .iter()
         .map(|&(k, linear)| {
@@ -171,7 +182,9 @@ struct Aligner {
     table: Arc<TableModel>,
     reads: Arc<Vec<(usize, u64)>>,
     columns: Vec<usize>,
-    last_use: HashMap<(usize, u64), usize>,
+    /// The last task using each chunk; `None` when each chunk is one task's (then the
+    /// fetched payloads come in the order the tasks need them and nothing is kept).
+    last_use: Option<HashMap<(usize, u64), usize>>,
     tiles: HashMap<(usize, u64), Buffer>,
     metrics: PayloadMetrics,
 }
@@ -188,27 +201,49 @@ impl Aligner {
         let mut out = vec![None; self.table.values.len()];
         for &k in &self.columns {
             let key = (k, task.chunk_of(k));
-            while !self.tiles.contains_key(&key) {
-                let Some(next) = fetched.next().await else {
+            let Some(last_use) = &self.last_use else {
+                let (read, tile) = self.next_tile(fetched, key).await?;
+                if read != key {
                     return internal_err!(
-                        "no payload fetched for chunk {} of {}",
+                        "chunk {} of {} fetched out of order",
                         key.1,
                         self.table.values[k].describe()
                     );
-                };
-                let (r, stored) = next?;
-                let (rk, linear) = self.reads[r];
-                self.metrics.read.chunk(stored.len() as u64);
-                let _timers: Vec<_> = self.metrics.decode.iter().map(Time::timer).collect();
-                let tile = decode_tile(&self.table, rk, linear, stored)?;
-                self.tiles.insert((rk, linear), tile);
+                }
+                out[k] = Some(tile);
+                continue;
+            };
+            while !self.tiles.contains_key(&key) {
+                let (read, tile) = self.next_tile(fetched, key).await?;
+                self.tiles.insert(read, tile);
             }
             out[k] = self.tiles.get(&key).cloned();
-            if self.last_use.get(&key) == Some(&i) {
+            if last_use.get(&key) == Some(&i) {
                 self.tiles.remove(&key);
             }
         }
         Ok(out)
+    }
+
+    /// The next fetched payload, decoded: its read (column, chunk id) and tile. `wanted`
+    /// names the chunk awaited, for the error when none is left.
+    async fn next_tile(
+        &self,
+        fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
+        wanted: (usize, u64),
+    ) -> Result<((usize, u64), Buffer)> {
+        let Some(next) = fetched.next().await else {
+            return internal_err!(
+                "no payload fetched for chunk {} of {}",
+                wanted.1,
+                self.table.values[wanted.0].describe()
+            );
+        };
+        let (r, stored) = next?;
+        let (k, linear) = self.reads[r];
+        self.metrics.read.chunk(stored.len() as u64);
+        let _timer = Stopwatch::start(&self.metrics.decode);
+        Ok(((k, linear), decode_tile(&self.table, k, linear, stored)?))
     }
 }
 

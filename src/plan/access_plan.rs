@@ -18,14 +18,16 @@ use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::conjunction;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 /// The cells and chunks a query reads of one dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccessPlan {
     /// Per axis, the selected positions.
     pub selection: Vec<AxisSelection>,
-    /// The chunks to read, in file (payload offset) order.
-    pub tasks: Vec<ChunkTask>,
+    /// The chunks to read, in file (payload offset) order; shared, so that handing a
+    /// partition its tasks copies no coordinates or ranges.
+    pub tasks: Vec<Arc<ChunkTask>>,
     /// What each level removed.
     pub pruning: PruningCounts,
     /// Whether a value filter was pushed (then DataFusion still filters rows, and row
@@ -103,7 +105,7 @@ impl AccessPlan {
                 pruned_by_zone: selected - tasks.len() as u64,
             },
             selection,
-            tasks,
+            tasks: tasks.into_iter().map(Arc::new).collect(),
             value_filters: has_value_filters,
         })
     }
@@ -125,7 +127,7 @@ impl AccessPlan {
     /// cut is read by both partitions. A raw chunk of a local file is a slice of its
     /// mapping: each task touches only its own cells, so sharing it costs nothing.
     pub fn partitions(&self, table: &TableModel, n: usize, read: &[usize], outer: &[usize]) -> Vec<Vec<u64>> {
-        let mut tasks: Vec<&ChunkTask> = self.tasks.iter().collect();
+        let mut tasks: Vec<&ChunkTask> = self.tasks.iter().map(|t| &**t).collect();
         if !outer.is_empty() {
             tasks.sort_by_key(|t| outer.iter().map(|&d| t.coords[d]).collect::<Vec<_>>());
         }
@@ -166,7 +168,7 @@ impl AccessPlan {
     /// The selection narrowed, per axis, to the stretch from the first to the last
     /// position `tasks` cover (all of them tasks of this plan): what one partition's group
     /// keys and weights need to be evaluated over. No task covers nothing.
-    pub fn covered(&self, tasks: &[ChunkTask], chunk_shape: &[u64]) -> Vec<AxisSelection> {
+    pub fn covered(&self, tasks: &[Arc<ChunkTask>], chunk_shape: &[u64]) -> Vec<AxisSelection> {
         self.selection
             .iter()
             .enumerate()
@@ -293,7 +295,10 @@ mod tests {
     /// The plan of `selection` over `table`: its tasks, nothing pruned.
     fn plan_over(table: &TableModel, selection: Vec<AxisSelection>) -> AccessPlan {
         AccessPlan {
-            tasks: aligned_tasks(&table.records(), &selection),
+            tasks: aligned_tasks(&table.records(), &selection)
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             selection,
             pruning: PruningCounts::default(),
             value_filters: false,
@@ -350,7 +355,7 @@ mod tests {
             let stretches: Vec<(u64, u64)> = parts
                 .iter()
                 .map(|p| {
-                    let tasks: Vec<ChunkTask> = p.iter().map(|id| access.tasks[*id as usize].clone()).collect();
+                    let tasks: Vec<Arc<ChunkTask>> = p.iter().map(|id| access.tasks[*id as usize].clone()).collect();
                     let covered = access.covered(&tasks, chunk_shape);
                     // The other axis is covered whole.
                     assert_eq!(covered[1 - axis], selection[1 - axis]);

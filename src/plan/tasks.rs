@@ -8,6 +8,7 @@
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
 use crate::format::hyperslab::{Runs, odometer_next};
+use std::sync::Arc;
 
 /// One chunk to read and the part of it that is selected; in a table of several datasets,
 /// the chunk of the first and, in `parts`, where the same cells lie in the others' tiles.
@@ -107,7 +108,7 @@ impl ChunkTask {
     /// axis inside it whole. The slabs share the task's tile and, in order, hold
     /// its cells in its order; a task that fits is returned whole. Lazy: each slab is
     /// made when asked for, so a tile of any size costs nothing up front.
-    pub fn slabs(&self, max_cells: u64) -> Slabs {
+    pub fn slabs(self: &Arc<Self>, max_cells: u64) -> Slabs {
         let max_cells = max_cells.max(1);
         if self.cells <= max_cells || self.local.is_empty() {
             return Slabs {
@@ -154,7 +155,7 @@ fn range_count(r: &[(u64, u64)]) -> u64 {
 /// The slabs of a task ([`ChunkTask::slabs`]), made one at a time.
 #[derive(Debug, Clone)]
 pub struct Slabs {
-    task: ChunkTask,
+    task: Arc<ChunkTask>,
     state: SlabState,
 }
 
@@ -180,9 +181,9 @@ struct Cut {
 }
 
 impl Iterator for Slabs {
-    type Item = ChunkTask;
+    type Item = Arc<ChunkTask>;
 
-    fn next(&mut self) -> Option<ChunkTask> {
+    fn next(&mut self) -> Option<Arc<ChunkTask>> {
         let cut = match &mut self.state {
             SlabState::Cut(cut) => cut,
             SlabState::Whole => {
@@ -226,7 +227,7 @@ impl Iterator for Slabs {
         // Advance: the rest of axis `d`, else the next outer position (last axis fastest).
         if ri < ranges.len() {
             cut.at[d] = (ri, pos);
-            return Some(slab);
+            return Some(Arc::new(slab));
         }
         cut.at[d] = (0, ranges[0].0);
         for e in (0..d).rev() {
@@ -234,16 +235,16 @@ impl Iterator for Slabs {
             let (ri, p) = cut.at[e];
             if p + 1 < r[ri].1 {
                 cut.at[e] = (ri, p + 1);
-                return Some(slab);
+                return Some(Arc::new(slab));
             }
             if ri + 1 < r.len() {
                 cut.at[e] = (ri + 1, r[ri + 1].0);
-                return Some(slab);
+                return Some(Arc::new(slab));
             }
             cut.at[e] = (0, r[0].0);
         }
         self.state = SlabState::Done;
-        Some(slab)
+        Some(Arc::new(slab))
     }
 }
 
@@ -474,10 +475,10 @@ mod tests {
             AxisSelection::from_sorted_ranges(9, [(0, 3), (4, 9)]),
             AxisSelection::from_sorted_ranges(10, [(1, 8)]),
         ];
-        let task = chunk_tasks(&rec, &sel).remove(0);
+        let task = Arc::new(chunk_tasks(&rec, &sel).remove(0));
         for max in [0, 1, 6, 7, 20, 40, 60, 100, 1000] {
-            let slabs: Vec<ChunkTask> = task.slabs(max).collect();
-            let joined: Vec<Vec<u64>> = slabs.iter().flat_map(cells_of).collect();
+            let slabs: Vec<Arc<ChunkTask>> = task.slabs(max).collect();
+            let joined: Vec<Vec<u64>> = slabs.iter().flat_map(|s| cells_of(s)).collect();
             assert_eq!(joined, cells_of(&task), "max {max}");
             for s in &slabs {
                 assert_eq!(s.cells as usize, cells_of(s).len());
