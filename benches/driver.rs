@@ -8,6 +8,13 @@
 //!   level 3, `lat`/`lon` CF coordinate variables, time as positions).
 //! `bench write-tet2 RAW_A RAW_B OUT.tet T LAT LON`: two such cubes as datasets `a` and `b`
 //!   of one file (raw chunks), their payloads one after the other.
+//! `bench phases OUT.tet REPS`: where the time of each plain fold (full mean, `GROUP BY
+//!   lat`, `GROUP BY time`) goes through the Rust API: `ctx.sql` (parse, logical plan),
+//!   `create_physical_plan` (optimizers, our access plan) and execution, each run after
+//!   writing a 64 MiB buffer so that caches are as cold as after a full pass over the
+//!   cube; prints {"engine": "phase_sql" | "phase_plan" | "phase_exec", "query",
+//!   "median_s", "runs"}. On a small file (`write-tet` of a cube with tiny `LAT`/`LON`)
+//!   it measures the per-query and per-chunk fixed costs alone.
 //! `bench run-multi OUT.tet REPS`: time the queries over both variables ([`MULTI_QUERIES`])
 //!   through the Rust API — the table of both datasets, the join of the two one-dataset
 //!   tables on every axis (planned as the same scan), DataFusion's own aggregate over our
@@ -103,6 +110,38 @@ async fn time_sql(
     Ok(())
 }
 
+/// The phases of the plain folds over `tet` (see the module doc).
+async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    let ctx = session();
+    datafusion_tet::register(&ctx);
+    let table = datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?;
+    ctx.register_table("t", std::sync::Arc::new(table))?;
+    let mut sweep = vec![0u64; 8 << 20];
+    for (name, sql) in &QUERIES[..3] {
+        ctx.sql(sql).await?.collect().await?; // warm-up
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        for r in 0..reps {
+            sweep.iter_mut().for_each(|x| *x = x.wrapping_add(r as u64));
+            std::hint::black_box(&sweep);
+            let t0 = Instant::now();
+            let (state, plan) = ctx.sql(sql).await?.into_parts();
+            let t1 = Instant::now();
+            let physical = state.create_physical_plan(&plan).await?;
+            let t2 = Instant::now();
+            let out = datafusion::physical_plan::collect(physical, ctx.task_ctx()).await?;
+            let t3 = Instant::now();
+            assert!(!out.is_empty());
+            for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+                times[i].push(d.as_secs_f64());
+            }
+        }
+        for (phase, t) in ["phase_sql", "phase_plan", "phase_exec"].into_iter().zip(times) {
+            report(phase, name, t);
+        }
+    }
+    Ok(())
+}
+
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
 fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> datafusion::error::Result<()> {
     write_cubes(&[("temp", raw)], out, t, lat, lon, zstd)
@@ -156,6 +195,7 @@ async fn main() -> datafusion::error::Result<()> {
             write_cubes(&[("a", &a), ("b", &b)], &args[4], dims[0], dims[1], dims[2], false)?;
         }
         Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
+        Some("phases") => phases(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         Some("run-multi") => run_multi(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         None | Some("--bench") => {
             // `cargo bench`: a self-contained pass over a smaller cube, our engine only.
@@ -181,7 +221,7 @@ async fn main() -> datafusion::error::Result<()> {
         }
         _ => eprintln!(
             "usage: driver [write-tet RAW OUT T LAT LON [zstd] | write-tet2 RAW_A RAW_B OUT T LAT LON | \
-             run TET PARQUET REPS | run-multi TET REPS]"
+             run TET PARQUET REPS | phases TET REPS | run-multi TET REPS]"
         ),
     }
     Ok(())
