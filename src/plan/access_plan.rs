@@ -67,7 +67,16 @@ impl AccessPlan {
             }
         }
         let records = table.records();
-        let mut tasks = aligned_tasks(&records, &selection);
+        let file = &table.source.file;
+        let mut tasks: Vec<Arc<ChunkTask>> = table
+            .tasks
+            .get_or_build(&selection, || {
+                let mut tasks: Vec<Arc<ChunkTask>> =
+                    aligned_tasks(&records, &selection).into_iter().map(Arc::new).collect();
+                tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+                tasks
+            })
+            .to_vec();
         let selected = tasks.len() as u64;
         let has_value_filters = !value_filters.is_empty();
         if let Some(pred) = conjunction(value_filters)
@@ -95,8 +104,6 @@ impl AccessPlan {
                 table.limits.check_tile(&v.source.location, vds.name(), linear, held)?;
             }
         }
-        let file = &table.source.file;
-        tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
         let chunks_total = grid_count(&records);
         Ok(AccessPlan {
             pruning: PruningCounts {
@@ -105,7 +112,7 @@ impl AccessPlan {
                 pruned_by_zone: selected - tasks.len() as u64,
             },
             selection,
-            tasks: tasks.into_iter().map(Arc::new).collect(),
+            tasks,
             value_filters: has_value_filters,
         })
     }

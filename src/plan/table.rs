@@ -5,6 +5,7 @@
 use super::axes::{Axis, axes_of, coordinate_spans};
 use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
+use super::tasks::TaskCache;
 use super::values::{VALUE_COLUMN, arrow_type};
 use crate::format::{Dataset, MissingValues, Packing};
 use crate::io::TetSource;
@@ -42,6 +43,9 @@ pub struct TableModel {
     pub nan_is_null: bool,
     /// How much a query may make of the file's claims (the session's `tet.max_*` options).
     pub limits: Limits,
+    /// The chunk tasks of recent selections (shared by the copies of this table that
+    /// differ in session options only: those change no task).
+    pub tasks: Arc<TaskCache>,
 }
 
 /// One dataset as a value column of a [`TableModel`]: where its chunks are, and how its
@@ -218,6 +222,7 @@ impl TableModel {
             values,
             nan_is_null: false,
             limits: Limits::default(),
+            tasks: Arc::default(),
         })
     }
 

@@ -8,7 +8,7 @@
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
 use crate::format::hyperslab::{Runs, odometer_next};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One chunk to read and the part of it that is selected; in a table of several datasets,
 /// the chunk of the first and, in `parts`, where the same cells lie in the others' tiles.
@@ -248,6 +248,55 @@ impl Iterator for Slabs {
     }
 }
 
+/// Selections whose tasks a [`TaskCache`] keeps.
+const CACHED_SELECTIONS: usize = 4;
+/// Task lists longer than this are built per query, never kept: a cache entry stays
+/// small beside the table (a task holds a few dozen bytes per axis).
+const MAX_CACHED_TASKS: usize = 1 << 16;
+
+/// The tasks of the last few selections of one table (at most [`CACHED_SELECTIONS`], each
+/// of at most [`MAX_CACHED_TASKS`] tasks), shared by every query over it: a repeated
+/// query neither builds its tasks nor frees them again.
+#[derive(Debug, Default)]
+pub struct TaskCache {
+    /// (selection, its tasks), the most recently used last.
+    entries: Mutex<Vec<(Vec<AxisSelection>, Arc<[Arc<ChunkTask>]>)>>,
+}
+
+impl TaskCache {
+    /// The tasks of `selection`: kept ones, else those `build` makes (then kept when
+    /// small enough, the least recently used selection dropped). `build` must depend on
+    /// the selection alone, as every caller over one table must build the same tasks.
+    pub fn get_or_build(
+        &self,
+        selection: &[AxisSelection],
+        build: impl FnOnce() -> Vec<Arc<ChunkTask>>,
+    ) -> Arc<[Arc<ChunkTask>]> {
+        // A panic elsewhere while the lock was held leaves a list that is still whole.
+        let lock = || self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut entries = lock();
+            if let Some(i) = entries.iter().position(|(s, _)| s == selection) {
+                let hit = entries.remove(i);
+                let tasks = hit.1.clone();
+                entries.push(hit);
+                return tasks;
+            }
+        }
+        let tasks: Arc<[Arc<ChunkTask>]> = build().into();
+        if tasks.len() <= MAX_CACHED_TASKS {
+            let mut entries = lock();
+            if !entries.iter().any(|(s, _)| s == selection) {
+                if entries.len() == CACHED_SELECTIONS {
+                    entries.remove(0);
+                }
+                entries.push((selection.to_vec(), tasks.clone()));
+            }
+        }
+        tasks
+    }
+}
+
 /// The chunks of `rec` that intersect the selection, in row-major chunk order (the tasks
 /// of a table of one dataset: [`aligned_tasks`] of `rec` alone).
 pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
@@ -465,6 +514,56 @@ mod tests {
                 .collect();
         }
         out
+    }
+
+    #[test]
+    fn task_cache_builds_each_selection_once_and_keeps_the_recent_ones() {
+        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![40, 6], vec![4, 3]).unwrap();
+        let sel = |end: u64| vec![AxisSelection::from_sorted_ranges(40, [(0, end)]), AxisSelection::all(6)];
+        let cache = TaskCache::default();
+        let builds = std::cell::Cell::new(0);
+        let get = |end: u64| {
+            cache.get_or_build(&sel(end), || {
+                builds.set(builds.get() + 1);
+                chunk_tasks(&rec, &sel(end)).into_iter().map(Arc::new).collect()
+            })
+        };
+        let first = get(40);
+        assert_eq!(first.len(), 20);
+        let again = get(40);
+        assert!(Arc::ptr_eq(&first, &again), "a repeated selection reuses its tasks");
+        assert_eq!(builds.get(), 1);
+        // Each answer is what the selection's tasks are, cached or not.
+        for end in [1, 5, 8, 13] {
+            let want: Vec<ChunkTask> = chunk_tasks(&rec, &sel(end));
+            let got: Vec<ChunkTask> = get(end).iter().map(|t| ChunkTask::clone(t)).collect();
+            assert_eq!(got, want, "selection 0..{end}");
+        }
+        assert_eq!(builds.get(), 5);
+        // Five selections seen, four kept: the least recently used (0..40) was dropped,
+        // the most recent ones are still there.
+        get(13);
+        get(5);
+        assert_eq!(builds.get(), 5);
+        get(40);
+        assert_eq!(builds.get(), 6);
+    }
+
+    #[test]
+    fn task_cache_never_keeps_a_long_list() {
+        let n = MAX_CACHED_TASKS as u64 + 1;
+        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![n], vec![1]).unwrap();
+        let sel = vec![AxisSelection::all(n)];
+        let cache = TaskCache::default();
+        let builds = std::cell::Cell::new(0);
+        for _ in 0..2 {
+            let tasks = cache.get_or_build(&sel, || {
+                builds.set(builds.get() + 1);
+                chunk_tasks(&rec, &sel).into_iter().map(Arc::new).collect()
+            });
+            assert_eq!(tasks.len() as u64, n);
+        }
+        assert_eq!(builds.get(), 2);
     }
 
     #[test]

@@ -22,12 +22,12 @@ use std::sync::Arc;
 /// Zone statistics of a list of chunk tasks.
 #[derive(Debug)]
 pub struct ZonePruning<'a> {
-    tasks: &'a [ChunkTask],
+    tasks: &'a [Arc<ChunkTask>],
     table: &'a TableModel,
 }
 
 impl<'a> ZonePruning<'a> {
-    pub fn new(tasks: &'a [ChunkTask], table: &'a TableModel) -> Self {
+    pub fn new(tasks: &'a [Arc<ChunkTask>], table: &'a TableModel) -> Self {
         ZonePruning { tasks, table }
     }
 
