@@ -34,7 +34,9 @@ pub use limits::{
 };
 pub use selection::AxisSelection;
 pub use table::{TableModel, ValueColumn};
-pub use tasks::{ChunkTask, Slabs, TaskCache, TilePart, aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
+pub use tasks::{
+    ChunkTask, SharedTasks, Slabs, TaskCache, TilePart, aligned_tasks, chunk_tasks, grid_count, tasks_by_id,
+};
 #[cfg(test)]
 pub(crate) use value_range::ORDER_EDGES;
 pub use value_range::{

@@ -254,13 +254,16 @@ const CACHED_SELECTIONS: usize = 4;
 /// small beside the table (a task holds a few dozen bytes per axis).
 const MAX_CACHED_TASKS: usize = 1 << 16;
 
+/// Tasks shared by the queries of one table ([`TaskCache`]).
+pub type SharedTasks = Arc<[Arc<ChunkTask>]>;
+
 /// The tasks of the last few selections of one table (at most [`CACHED_SELECTIONS`], each
 /// of at most [`MAX_CACHED_TASKS`] tasks), shared by every query over it: a repeated
 /// query neither builds its tasks nor frees them again.
 #[derive(Debug, Default)]
 pub struct TaskCache {
     /// (selection, its tasks), the most recently used last.
-    entries: Mutex<Vec<(Vec<AxisSelection>, Arc<[Arc<ChunkTask>]>)>>,
+    entries: Mutex<Vec<(Vec<AxisSelection>, SharedTasks)>>,
 }
 
 impl TaskCache {
@@ -271,7 +274,7 @@ impl TaskCache {
         &self,
         selection: &[AxisSelection],
         build: impl FnOnce() -> Vec<Arc<ChunkTask>>,
-    ) -> Arc<[Arc<ChunkTask>]> {
+    ) -> SharedTasks {
         // A panic elsewhere while the lock was held leaves a list that is still whole.
         let lock = || self.entries.lock().unwrap_or_else(|e| e.into_inner());
         {
@@ -283,7 +286,7 @@ impl TaskCache {
                 return tasks;
             }
         }
-        let tasks: Arc<[Arc<ChunkTask>]> = build().into();
+        let tasks: SharedTasks = build().into();
         if tasks.len() <= MAX_CACHED_TASKS {
             let mut entries = lock();
             if !entries.iter().any(|(s, _)| s == selection) {
