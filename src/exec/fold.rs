@@ -8,11 +8,10 @@
 //! vector passes when the axis is its own key and its groups are consecutive:
 //! [`fold_consecutive`]). Which
 //! elements count is a [`Keep`]: not missing, and within a [`KeyRange`] when a comparison
-//! on `v` filters them. Loops keep [`L`] (16)
+//! on `v` filters them. Loops keep eight
 //! independent lanes so the compiler vectorizes them without reassociating floats; sums
-//! of floats accumulate in f64 and the lanes' sums are added in lane order ([`lanes_total`]),
-//! integer sums wrap in 64 bits as DataFusion's do, and variance states merge as (count,
-//! mean, M2) with Chan's formula.
+//! of floats accumulate in f64, integer sums wrap in 64 bits as DataFusion's do, and
+//! variance states merge as (count, mean, M2) with Chan's formula.
 
 use super::simd::{multiversion, prefetch_ahead};
 use crate::format::{MissingValues, elements};
@@ -46,20 +45,18 @@ impl Moments {
     }
 }
 
-/// The independent lanes of every loop of the kernels: each sum of f64 keeps four vectors
-/// of four f64 with AVX2 (two of eight with AVX-512), so four adds are in flight at once;
-/// a single vector's chain would wait for each add's latency.
-const L: usize = 16;
+/// Independent lanes of each sum in [`CoMoment::of`]: four vectors of four f64 (AVX2).
+const CO_LANES: usize = 16;
 
-/// The sum of `x` in f64 over [`L`] lanes.
+/// The sum of `x` in f64 over [`CO_LANES`] lanes.
 #[inline(always)]
 fn lane_sum<T: Elem>(x: &[T]) -> f64 {
-    let mut s = [0f64; L];
-    let c = x.chunks_exact(L);
+    let mut s = [0f64; CO_LANES];
+    let c = x.chunks_exact(CO_LANES);
     let r = c.remainder();
     for a in c {
         prefetch_ahead(a);
-        for i in 0..L {
+        for i in 0..CO_LANES {
             s[i] += a[i].f();
         }
     }
@@ -69,19 +66,19 @@ fn lane_sum<T: Elem>(x: &[T]) -> f64 {
     lanes_total(s)
 }
 
-/// The sum of `f(x[i], y[i])` in f64 over `x` and `y` (of one length) in [`L`]
+/// The sum of `f(x[i], y[i])` in f64 over `x` and `y` (of one length) in [`CO_LANES`]
 /// lanes, as [`lane_sum`] sums one slice: one pass over both, nothing stored between.
 #[inline(always)]
 pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
     let n = x.len().min(y.len());
     let (x, y) = (&x[..n], &y[..n]);
-    let mut s = [0f64; L];
-    let (cx, cy) = (x.chunks_exact(L), y.chunks_exact(L));
+    let mut s = [0f64; CO_LANES];
+    let (cx, cy) = (x.chunks_exact(CO_LANES), y.chunks_exact(CO_LANES));
     let (rx, ry) = (cx.remainder(), cy.remainder());
     for (a, b) in cx.zip(cy) {
         prefetch_ahead(a);
         prefetch_ahead(b);
-        for i in 0..L {
+        for i in 0..CO_LANES {
             s[i] += f(a[i], b[i]).f();
         }
     }
@@ -92,20 +89,20 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
 }
 
 /// The number of 1s in `mask` and the f64 sum of the `y[i]` where `mask[i]` is 1 (of one
-/// length), in [`L`] lanes as [`lane_sum`]: the others are skipped, not added as
+/// length), in [`CO_LANES`] lanes as [`lane_sum`]: the others are skipped, not added as
 /// 0 (a NaN or infinity there changes nothing).
 #[inline(always)]
 pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
     let n = y.len().min(mask.len());
     let (y, mask) = (&y[..n], &mask[..n]);
-    let mut s = [0f64; L];
-    let (cy, cm) = (y.chunks_exact(L), mask.chunks_exact(L));
+    let mut s = [0f64; CO_LANES];
+    let (cy, cm) = (y.chunks_exact(CO_LANES), mask.chunks_exact(CO_LANES));
     let (ry, rm) = (cy.remainder(), cm.remainder());
     // `y` or +0 by its bits (`mask` 1 → every bit kept): a select that vectorizes.
     let keep = |a: T, k: u8| f64::from_bits(a.f().to_bits() & (k as u64).wrapping_neg());
     for (a, k) in cy.zip(cm) {
         prefetch_ahead(a);
-        for i in 0..L {
+        for i in 0..CO_LANES {
             s[i] += keep(a[i], k[i]);
         }
     }
@@ -121,17 +118,18 @@ pub fn ones(mask: &[u8]) -> u64 {
     mask.iter().map(|&k| k as u32).sum::<u32>() as u64
 }
 
-/// The sum of [`L`] lanes' sums, in lane order. Not pairwise: given a pairwise (or any
-/// tree-shaped) combination after the loop, LLVM's SLP vectorizer builds the loop from
-/// pieces of two f64 that match the tree (xmm adds, with shuffles for f32 input) instead
-/// of whole ymm vectors (seen in objdump of the kernels). Every loop puts element `i` of
-/// its remainder in lane `i`, so no lane holds more than `⌈n/16⌉` of a run's `n`
-/// elements, and the sum errs by at most `(⌈n/16⌉ + 15) · 2⁻⁵³ · Σ|x|` (each element
-/// passes through at most `⌈n/16⌉ − 1` adds in its lane and 15 here), less than a
-/// sequential sum's `(n − 1) · 2⁻⁵³ · Σ|x|` from 17 elements on.
+/// The sum of [`CO_LANES`] lanes, pairwise.
 #[inline(always)]
-fn lanes_total(s: [f64; L]) -> f64 {
-    s.iter().sum()
+fn lanes_total(s: [f64; CO_LANES]) -> f64 {
+    let mut w = s;
+    let mut k = CO_LANES;
+    while k > 1 {
+        k /= 2;
+        for i in 0..k {
+            w[i] += w[i + k];
+        }
+    }
+    w[0]
 }
 
 /// A co-moment state of two inputs: count, both means, both sums of squared deviations
@@ -163,7 +161,7 @@ impl CoMoment {
 
     /// The state of pairs `(x[i], y[i])` (`x` and `y` of one length), by two passes: the
     /// means, then the sums of squared and multiplied deviations from them. Each sum keeps
-    /// [`L`] independent lanes, so the loops vectorize and no add waits for the
+    /// [`CO_LANES`] independent lanes, so the loops vectorize and no add waits for the
     /// previous one (one lane per sum would be bound by the add's latency).
     #[inline(always)]
     pub fn of<X: Elem, Y: Elem>(x: &[X], y: &[Y]) -> CoMoment {
@@ -173,11 +171,11 @@ impl CoMoment {
         }
         let (x, y) = (&x[..n], &y[..n]);
         let (mx, my) = (lane_sum(x) / n as f64, lane_sum(y) / n as f64);
-        let (mut qx, mut qy, mut c) = ([0f64; L], [0f64; L], [0f64; L]);
-        let (cx, cy) = (x.chunks_exact(L), y.chunks_exact(L));
+        let (mut qx, mut qy, mut c) = ([0f64; CO_LANES], [0f64; CO_LANES], [0f64; CO_LANES]);
+        let (cx, cy) = (x.chunks_exact(CO_LANES), y.chunks_exact(CO_LANES));
         let (rx, ry) = (cx.remainder(), cy.remainder());
         for (a, b) in cx.zip(cy) {
-            for i in 0..L {
+            for i in 0..CO_LANES {
                 let (dx, dy) = (a[i].f() - mx, b[i].f() - my);
                 qx[i] += dx * dx;
                 qy[i] += dy * dy;
@@ -602,6 +600,8 @@ fn nan_sign<T: Elem>(x: T) -> u8 {
     }
 }
 
+const L: usize = 8;
+
 /// Statistics of one run (valid = not missing).
 #[derive(Debug, Clone, Copy)]
 struct RunStats<T> {
@@ -775,20 +775,21 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
 /// Combine the lanes of `run` and fold its remainder.
 #[inline(always)]
 fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
-    // Element `i` of the remainder goes to lane `i`: no lane holds more than ⌈n/16⌉.
-    for (i, &x) in run.chunks_exact(L).remainder().iter().enumerate() {
+    for &x in run.chunks_exact(L).remainder() {
         if !keep.test(x) {
             continue;
         }
-        s.n[i] += 1;
-        s.fs[i] += x.f();
+        s.n[0] += 1;
+        s.fs[0] += x.f();
         if !T::FLOAT {
-            s.is[i] = s.is[i].wrapping_add(x.bits());
+            s.is[0] = s.is[0].wrapping_add(x.bits());
         }
-        s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
-        s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
+        s.mn[0] = if x < s.mn[0] { x } else { s.mn[0] };
+        s.mx[0] = if x > s.mx[0] { x } else { s.mx[0] };
     }
-    let fsum = lanes_total(s.fs);
+    let fs = &s.fs;
+    // Pairwise combination of the lanes.
+    let fsum = ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7]));
     // NaNs: comparisons skip them in the lanes; a second pass counts them only when the
     // sum says there may be one.
     let (nans, nan_signs) = if T::FLOAT && needs.min_max && !fsum.is_finite() {
@@ -830,19 +831,19 @@ fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
             s[i] += if keep.test(c[i]) { d * d } else { 0.0 };
         }
     }
-    for (i, &x) in rest.iter().enumerate() {
+    let mut t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for &x in rest {
         if keep.test(x) {
-            s[i] += (x.f() - mean) * (x.f() - mean);
+            t += (x.f() - mean) * (x.f() - mean);
         }
     }
-    lanes_total(s)
+    t
 }
 
 multiversion! {
-    // AVX-512: with eight lanes, LLVM packed the eight minimum and eight maximum lanes of
-    // f32 runs into one 512-bit register, moving halves in and out per step (perf annotate:
-    // kunpckbw, vinsertf64x4, vextractf64x4); folds with min/max took 1.3–1.6× the AVX2
-    // copy's time.
+    // AVX-512: LLVM packs the eight minimum and eight maximum lanes of f32 runs into one
+    // 512-bit register, moving halves in and out per step (perf annotate: kunpckbw,
+    // vinsertf64x4, vextractf64x4); folds with min/max took 1.3–1.6× the AVX2 copy's time.
     up_to_avx2;
     /// Fold a whole run into group `g`. Cells are the run's length, or with a range the
     /// elements in it (a comparison is never true of a NULL).
@@ -1105,8 +1106,9 @@ multiversion! {
 multiversion! {
     /// [`fold_dot`] of the product in f32 (`(x as f32 * w as f32) as f64`, DataFusion's
     /// product of an f32 value and an f32 weight) with one weight `w` for the whole run.
-    /// Without a missing rule or range, a loop without counts or weights per element (as
-    /// [`CoMoment::of`]'s).
+    /// Without a missing rule or range, the sum keeps [`CO_LANES`] lanes (as
+    /// [`CoMoment::of`]'s), a form the compiler vectorizes whole (shorter chains than
+    /// eight lanes: the same error bound or better).
     pub fn fold_scaled[T](acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>, w: f64) where [T: Elem] {
         let wf = w as f32;
         let product = move |x: T, _: f64| (x.f32() * wf) as f64;
@@ -1116,12 +1118,12 @@ multiversion! {
             let lanes = dot_lanes(&run[..chunks], |x| keep.test(x), &product, &|_| Some(w));
             return dot_finish(acc, g, run, keep, lanes, product, |_| Some(w));
         }
-        let mut s = [0f64; L];
-        let c = run.chunks_exact(L);
+        let mut s = [0f64; CO_LANES];
+        let c = run.chunks_exact(CO_LANES);
         let rest = c.remainder();
         for a in c {
             prefetch_ahead(a);
-            for i in 0..L {
+            for i in 0..CO_LANES {
                 s[i] += (a[i].f32() * wf) as f64;
             }
         }
@@ -1150,8 +1152,8 @@ fn dot_finish<T: Elem>(
         if let Some(w) = weight(j)
             && keep.test(x)
         {
-            n[j - chunks] += 1;
-            s[j - chunks] += product(x, w);
+            n[0] += 1;
+            s[0] += product(x, w);
         }
     }
     // With a range, cells are the rows it keeps.
@@ -1162,7 +1164,7 @@ fn dot_finish<T: Elem>(
     };
     acc.n[g] += n.iter().sum::<u64>();
     if acc.needs.fsum {
-        acc.fsum[g] += lanes_total(s);
+        acc.fsum[g] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
     }
 }
 
@@ -1309,7 +1311,7 @@ mod tests {
             min_max: true,
             moments: true,
         };
-        // 19 elements: the 16-lane body and the remainder both see every case.
+        // 19 elements: the 8-lane body and the remainder both see every case.
         let vals: Vec<f64> = (0..19)
             .map(|i| match i % 4 {
                 0 => f64::NAN,
@@ -1513,9 +1515,8 @@ mod tests {
             min_max: true,
             moments: true,
         };
-        // Each special twice in a row, so that NaNs leave stretches of 16 without one.
-        let vals: Vec<f64> = (0..74)
-            .map(|i| specials[(i / 2) % specials.len()] + (i / 20) as f64)
+        let vals: Vec<f64> = (0..37)
+            .map(|i| specials[i % specials.len()] + (i / 10) as f64)
             .collect();
         let ranges = [
             KeyRange {
@@ -1570,9 +1571,9 @@ mod tests {
             fold_run(&mut run, 0, &vals, &k);
             let mut each = Accumulators::new(1, needs, true);
             fold_elementwise(&mut each, &vals, &k, |_| 0);
-            // Pieces of sixteen without a NaN take the float-comparison loops.
+            // Pieces of eight without a NaN take the float-comparison loops.
             let mut pieces = Accumulators::new(1, needs, true);
-            for w in [0, 4, 20, 24, 40, 44, 60, 64, 74].windows(2) {
+            for w in [0, 2, 10, 12, 20, 22, 30, 37].windows(2) {
                 fold_run(&mut pieces, 0, &vals[w[0]..w[1]], &k);
             }
             for acc in [&run, &each, &pieces] {
@@ -1702,9 +1703,9 @@ mod tests {
         assert_eq!(portable, avx512);
     }
 
-    /// Sums accumulate in f64, sixteen lanes over a run then in lane order: for `n` elements
-    /// the error is at most `(⌈n/16⌉ + 15) · 2⁻⁵³ · Σ|x|` (f32 and smaller values convert to
-    /// f64 exactly). Checked against the exact sum (integers scaled by a power of two) on
+    /// Sums accumulate in f64, eight lanes over a run then pairwise: for `n` elements the
+    /// error is at most `(n / 8 + 3) · 2⁻⁵³ · Σ|x|` (f32 and smaller values convert to f64
+    /// exactly). Checked against the exact sum (integers scaled by a power of two) on
     /// large magnitudes that cancel.
     #[test]
     fn sums_stay_within_the_stated_error_bound() {
@@ -1732,7 +1733,7 @@ mod tests {
             true,
         );
         fold_run(&mut acc, 0, &vals, &Keep::default());
-        let bound = ((n as f64 / 16.0).ceil() + 15.0) * 2f64.powi(-53) * abs;
+        let bound = (n as f64 / 8.0 + 3.0) * 2f64.powi(-53) * abs;
         let err = (acc.fsum[0] - exact).abs();
         assert!(err <= bound, "error {err:e} above the bound {bound:e}");
         // The data cancel: the result is far smaller than its terms.
