@@ -775,17 +775,19 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
 /// Combine the lanes of `run` and fold its remainder.
 #[inline(always)]
 fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
-    for &x in run.chunks_exact(L).remainder() {
+    // Element `i` of the remainder goes to lane `i`: no lane holds more than ⌈n/8⌉ of the
+    // run's `n` elements, which the error bound of the sum counts on.
+    for (i, &x) in run.chunks_exact(L).remainder().iter().enumerate() {
         if !keep.test(x) {
             continue;
         }
-        s.n[0] += 1;
-        s.fs[0] += x.f();
+        s.n[i] += 1;
+        s.fs[i] += x.f();
         if !T::FLOAT {
-            s.is[0] = s.is[0].wrapping_add(x.bits());
+            s.is[i] = s.is[i].wrapping_add(x.bits());
         }
-        s.mn[0] = if x < s.mn[0] { x } else { s.mn[0] };
-        s.mx[0] = if x > s.mx[0] { x } else { s.mx[0] };
+        s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
+        s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
     }
     let fs = &s.fs;
     // Pairwise combination of the lanes.
@@ -831,13 +833,12 @@ fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
             s[i] += if keep.test(c[i]) { d * d } else { 0.0 };
         }
     }
-    let mut t = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-    for &x in rest {
+    for (i, &x) in rest.iter().enumerate() {
         if keep.test(x) {
-            t += (x.f() - mean) * (x.f() - mean);
+            s[i] += (x.f() - mean) * (x.f() - mean);
         }
     }
-    t
+    ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
 }
 
 multiversion! {
@@ -1152,8 +1153,8 @@ fn dot_finish<T: Elem>(
         if let Some(w) = weight(j)
             && keep.test(x)
         {
-            n[0] += 1;
-            s[0] += product(x, w);
+            n[j - chunks] += 1;
+            s[j - chunks] += product(x, w);
         }
     }
     // With a range, cells are the rows it keeps.
@@ -1705,8 +1706,10 @@ mod tests {
 
     /// Sums accumulate in f64, eight lanes over a run then pairwise: for `n` elements the
     /// error is at most `(n / 8 + 3) · 2⁻⁵³ · Σ|x|` (f32 and smaller values convert to f64
-    /// exactly). Checked against the exact sum (integers scaled by a power of two) on
-    /// large magnitudes that cancel.
+    /// exactly; no lane holds more than `⌈n/8⌉` elements, the remainder being spread over
+    /// the lanes, so an element passes through at most `⌈n/8⌉ − 1` adds in its lane and 3
+    /// in the combination). Checked against the exact sum (integers scaled by a power of
+    /// two) on large magnitudes that cancel.
     #[test]
     fn sums_stay_within_the_stated_error_bound() {
         let mut seed = 12345;
