@@ -602,6 +602,13 @@ fn nan_sign<T: Elem>(x: T) -> u8 {
 
 const L: usize = 8;
 
+/// The sum of the [`L`] lanes of a run's f64 sum, pairwise: every lane's sum passes through
+/// three adds here (the `+ 3` of the error bound in the README).
+#[inline(always)]
+fn eight_lanes_total(s: [f64; L]) -> f64 {
+    ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
+}
+
 /// Statistics of one run (valid = not missing).
 #[derive(Debug, Clone, Copy)]
 struct RunStats<T> {
@@ -789,9 +796,7 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
         s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
         s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
     }
-    let fs = &s.fs;
-    // Pairwise combination of the lanes.
-    let fsum = ((fs[0] + fs[4]) + (fs[1] + fs[5])) + ((fs[2] + fs[6]) + (fs[3] + fs[7]));
+    let fsum = eight_lanes_total(s.fs);
     // NaNs: comparisons skip them in the lanes; a second pass counts them only when the
     // sum says there may be one.
     let (nans, nan_signs) = if T::FLOAT && needs.min_max && !fsum.is_finite() {
@@ -838,7 +843,7 @@ fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
             s[i] += (x.f() - mean) * (x.f() - mean);
         }
     }
-    ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))
+    eight_lanes_total(s)
 }
 
 multiversion! {
@@ -1165,7 +1170,7 @@ fn dot_finish<T: Elem>(
     };
     acc.n[g] += n.iter().sum::<u64>();
     if acc.needs.fsum {
-        acc.fsum[g] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+        acc.fsum[g] += eight_lanes_total(s);
     }
 }
 
