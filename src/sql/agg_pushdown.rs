@@ -3,9 +3,8 @@
 //!
 //! ```text
 //! Aggregate(group: keys, aggr: count/sum/avg/min/max/var*/stddev*(input), corr/covar*(x, y) [FILTER (WHERE p)])
-//!   [Projection(expressions of the columns)]
-//!     [Filter(conditions involving v)]
-//!       TableScan(TetTableProvider, exact axis filters)
+//!   [Projection(expressions of the columns) | SubqueryAlias | Filter(conditions involving v)]*
+//!     TableScan(TetTableProvider, exact axis filters)
 //! ```
 //! becomes
 //! ```text
@@ -38,8 +37,10 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result, internal_err};
 use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{
-    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, TableProviderFilterPushDown, cast, lit, when,
+    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias,
+    TableProviderFilterPushDown, cast, lit, when,
 };
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -186,48 +187,76 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
     })
 }
 
+/// A plan between an aggregate and its scan that the rewrite looks through.
+enum Layer<'a> {
+    Projection(&'a Projection),
+    Alias(&'a SubqueryAlias),
+    Filter(&'a Expr),
+}
+
+impl Layer<'_> {
+    /// `e`, an expression over this layer's output, over the layer's input: a projection's
+    /// columns become its expressions, an alias's columns its input's (qualifiers change,
+    /// positions do not).
+    fn resolve(&self, e: Expr) -> Result<Expr> {
+        let (schema, input): (&DFSchema, &dyn Fn(usize) -> Expr) = match self {
+            Layer::Filter(_) => return Ok(e),
+            Layer::Projection(p) => (&p.schema, &|i| p.expr[i].clone().unalias_nested().data),
+            Layer::Alias(a) => (&a.schema, &|i| {
+                Expr::Column(Column::from(a.input.schema().qualified_field(i)))
+            }),
+        };
+        Ok(e.transform(|x| {
+            if let Expr::Column(c) = &x
+                && let Some(i) = schema
+                    .iter()
+                    .position(|(q, f)| f.name() == &c.name && (c.relation.is_none() || q == c.relation.as_ref()))
+            {
+                return Ok(Transformed::yes(input(i)));
+            }
+            Ok(Transformed::no(x))
+        })?
+        .data)
+    }
+}
+
 fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Aggregate(agg) = plan else {
         return Ok(None);
     };
-    // The scan, possibly under a projection of its columns and expressions of them (common
-    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates)
-    // and a filter of the conditions the scan does not resolve exactly (those on `v`).
+    // The scan, possibly under projections of its columns and expressions of them (common
+    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates),
+    // aliases (`FROM tet(...) AS x`, subqueries, views) and filters of the conditions the
+    // scan does not resolve exactly (those on `v`).
+    let mut layers = Vec::new();
     let mut input = agg.input.as_ref();
-    let mut projections = Vec::new();
-    while let LogicalPlan::Projection(p) = input {
-        projections.push(p);
-        input = p.input.as_ref();
+    loop {
+        let (layer, below) = match input {
+            LogicalPlan::Projection(p) => (Layer::Projection(p), &p.input),
+            LogicalPlan::SubqueryAlias(a) => (Layer::Alias(a), &a.input),
+            LogicalPlan::Filter(f) => (Layer::Filter(&f.predicate), &f.input),
+            _ => break,
+        };
+        layers.push(layer);
+        input = below.as_ref();
     }
-    let predicate = match input {
-        LogicalPlan::Filter(f) => {
-            input = f.input.as_ref();
-            Some(&f.predicate)
-        }
-        _ => None,
-    };
     let LogicalPlan::TableScan(scan) = input else {
         return Ok(None);
     };
-    // Columns of each projection replaced by its expressions, top down.
-    let resolve = |e: &Expr| -> Result<Expr> {
-        let mut e = e.clone();
-        for p in &projections {
-            e = e
-                .transform(|x| {
-                    if let Expr::Column(c) = &x
-                        && let Some(i) = p.schema.iter().position(|(q, f)| {
-                            f.name() == &c.name && (c.relation.is_none() || q == c.relation.as_ref())
-                        })
-                    {
-                        return Ok(Transformed::yes(p.expr[i].clone().unalias_nested().data));
-                    }
-                    Ok(Transformed::no(x))
-                })?
-                .data;
-        }
-        Ok(e)
+    // An expression over the output of `layers[from]` as one over the scan's columns.
+    let resolve_from = |e: &Expr, from: usize| -> Result<Expr> {
+        layers[from..].iter().try_fold(e.clone(), |e, layer| layer.resolve(e))
     };
+    let resolve = |e: &Expr| resolve_from(e, 0);
+    let filters: Vec<Expr> = layers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, layer)| match layer {
+            Layer::Filter(p) => Some(resolve_from(p, i + 1)),
+            _ => None,
+        })
+        .collect::<Result<_>>()?;
+    let predicate = conjunction(filters);
     let group_expr = agg.group_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
     let aggr_expr = agg.aggr_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
     if scan.fetch.is_some() {
@@ -273,7 +302,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     };
     let filter = match predicate {
         Some(p) => {
-            let p = unqualified(p);
+            let p = unqualified(&p);
             if expr_columns(table, &p).is_none() {
                 return Ok(None);
             }

@@ -114,7 +114,9 @@ async fn random_aggregates_equal_datafusion() {
     let mut compared = 0;
     for k in 0..30 {
         let case = Case::generate(&mut rng, dir.path(), k);
-        let from = format!("tet('{}', 't')", case.path);
+        // Half of the files under an alias: a qualifier must not change the plan.
+        let alias = if k % 2 == 0 { "" } else { " AS x" };
+        let from = format!("tet('{}', 't'){alias}", case.path);
         for _ in 0..4 {
             let sql = random_aggregate(&case, &mut rng, &from);
             compared += compare(&on, &off, &sql, Some(true)).await as usize;
@@ -162,6 +164,48 @@ async fn query_shapes_around_the_aggregate() {
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
     }
+}
+
+/// Names put on the table (`AS x`, subqueries, CTEs, views) are only qualifiers: the
+/// aggregate above them still folds in the scan.
+#[tokio::test(flavor = "multi_thread")]
+async fn aliases_subqueries_and_views_keep_the_pushdown() {
+    let dir = tempdir();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let mut rng = Rng(5);
+    let case = (0..40)
+        .map(|k| Case::generate(&mut rng, dir.path(), k))
+        .find(|c| c.axes.len() >= 2 && c.dtype.is_float())
+        .unwrap();
+    let f = format!("tet('{}', 't')", case.path);
+    let (a0, a1) = (&case.axes[0].name, &case.axes[1].name);
+    for c in [&on, &off] {
+        for view in [
+            format!("CREATE VIEW cube AS SELECT * FROM {f}"),
+            format!("CREATE VIEW scaled AS SELECT {a0} AS k, {a1}, v * 2 + 1 AS w FROM {f} WHERE v > 0"),
+        ] {
+            c.sql(&view).await.unwrap().collect().await.unwrap();
+        }
+    }
+    let fire = [
+        format!("SELECT x.{a0}, avg(x.v), max(x.v) FROM {f} AS x GROUP BY x.{a0}"),
+        format!("SELECT x.{a0}, count(*), sum(v) FROM {f} x WHERE x.v > 0 AND x.{a1} IS NOT NULL GROUP BY x.{a0}"),
+        format!("SELECT s.k, var_pop(s.w) FROM (SELECT {a0} AS k, v + 1 AS w FROM {f}) AS s GROUP BY s.k"),
+        format!("WITH c AS (SELECT * FROM {f} WHERE v > 0) SELECT {a1}, stddev(v), count(v) FROM c GROUP BY {a1}"),
+        format!("SELECT {a0}, avg(v) FROM cube GROUP BY {a0}"),
+        "SELECT sum(v), min(v) FROM cube".to_string(),
+        format!("SELECT k, {a1}, avg(w), count(*) FROM scaled GROUP BY k, {a1}"),
+        // Aliases stacked on aliases, with a filter above one of them.
+        format!(
+            "SELECT y.k, sum(y.w) FROM (SELECT c.{a0} AS k, c.v AS w FROM cube AS c) AS y WHERE y.w > 0 GROUP BY y.k"
+        ),
+    ];
+    for q in &fire {
+        assert!(compare(&on, &off, q, Some(true)).await, "{q}");
+    }
+    // Not a fold of the scan: the subquery's LIMIT picks rows.
+    let keep = format!("SELECT count(*), sum(v) FROM (SELECT * FROM {f} ORDER BY {a0}, {a1} LIMIT 3) AS x");
+    assert!(compare(&on, &off, &keep, Some(false)).await, "{keep}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
