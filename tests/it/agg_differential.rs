@@ -132,10 +132,7 @@ async fn query_shapes_around_the_aggregate() {
     let (on, off) = (ctx(), no_pushdown().await);
     let mut rng = Rng(3);
     // A float case with labels on some axes.
-    let case = (0..40)
-        .map(|k| Case::generate(&mut rng, dir.path(), k))
-        .find(|c| c.axes.len() >= 3 && c.dtype.is_float())
-        .unwrap();
+    let case = Case::first(&mut rng, dir.path(), |c| c.axes.len() >= 3 && c.dtype.is_float());
     let f = format!("tet('{}', 't')", case.path);
     let (a0, a1, a2) = (&case.axes[0].name, &case.axes[1].name, &case.axes[2].name);
     let fire = [
@@ -173,10 +170,7 @@ async fn aliases_subqueries_and_views_keep_the_pushdown() {
     let dir = tempdir();
     let (on, off) = (ctx(), no_pushdown().await);
     let mut rng = Rng(5);
-    let case = (0..40)
-        .map(|k| Case::generate(&mut rng, dir.path(), k))
-        .find(|c| c.axes.len() >= 2 && c.dtype.is_float())
-        .unwrap();
+    let case = Case::first(&mut rng, dir.path(), |c| c.axes.len() >= 2 && c.dtype.is_float());
     let f = format!("tet('{}', 't')", case.path);
     let (a0, a1) = (&case.axes[0].name, &case.axes[1].name);
     for c in [&on, &off] {

@@ -42,6 +42,14 @@ pub struct Case {
 }
 
 impl Case {
+    /// The first of 40 generated cases that `accept` takes (files written to `dir`).
+    pub fn first(rng: &mut Rng, dir: &std::path::Path, accept: impl Fn(&Case) -> bool) -> Case {
+        (0..40)
+            .map(|k| Case::generate(rng, dir, k))
+            .find(|c| accept(c))
+            .expect("no generated case is of the kind wanted")
+    }
+
     pub fn generate(rng: &mut Rng, dir: &std::path::Path, k: usize) -> Case {
         let dtype = DType::ALL[k % 10];
         let ndim = rng.range(1, 5) as usize;
