@@ -208,9 +208,7 @@ impl Layer<'_> {
         };
         Ok(e.transform(|x| {
             if let Expr::Column(c) = &x
-                && let Some(i) = schema
-                    .iter()
-                    .position(|(q, f)| f.name() == &c.name && (c.relation.is_none() || q == c.relation.as_ref()))
+                && let Some(i) = schema.maybe_index_of_column(c)
             {
                 return Ok(Transformed::yes(input(i)));
             }
