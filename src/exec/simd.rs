@@ -95,6 +95,8 @@ pub fn force(isa: Isa) -> Isa {
 }
 
 /// How far ahead of the elements being folded the kernels ask for memory ([`prefetch_ahead`]).
+/// 8 KiB, as the native floor uses, measured 6–8% faster on folds of whole tiles but 12–23%
+/// slower on `GROUP BY lat` (one call per 2880-byte row), paired with the floor (Dec 2026).
 const PREFETCH_BYTES: usize = 2048;
 
 /// Ask the CPU to bring the cache line [`PREFETCH_BYTES`] past the start of `x` into its
@@ -104,7 +106,25 @@ const PREFETCH_BYTES: usize = 2048;
 /// for memory at every page of a tile's run.
 #[inline(always)]
 pub fn prefetch_ahead<T>(x: &[T]) {
-    let p = x.as_ptr().wrapping_byte_add(PREFETCH_BYTES);
+    prefetch_at(x.as_ptr().cast::<u8>());
+}
+
+/// [`prefetch_ahead`] of each 64-byte cache line of `x` (once for a block of at most 64
+/// bytes): a kernel's step over more bytes than a line still asks for all of them.
+#[inline(always)]
+pub fn prefetch_lines_ahead<T>(x: &[T]) {
+    let p = x.as_ptr().cast::<u8>();
+    let mut at = 0;
+    while at < std::mem::size_of_val(x) {
+        prefetch_at(p.wrapping_add(at));
+        at += 64;
+    }
+}
+
+/// The prefetch of the line [`PREFETCH_BYTES`] past `p`.
+#[inline(always)]
+fn prefetch_at(p: *const u8) {
+    let p = p.wrapping_add(PREFETCH_BYTES);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the
     // address; SSE is part of the x86-64 baseline.
