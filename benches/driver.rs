@@ -15,6 +15,11 @@
 //!   cube; prints {"engine": "phase_sql" | "phase_plan" | "phase_exec", "query",
 //!   "median_s", "runs"}. On a small file (`write-tet` of a cube with tiny `LAT`/`LON`)
 //!   it measures the per-query and per-chunk fixed costs alone.
+//! `bench kernel OUT.tet REPS`: the crate's fold kernel alone (`fold_run`, the sum and
+//!   count of `avg`) over every chunk of dataset `temp` read through one mmap, the chunks
+//!   split in contiguous halves (one per core), on OS threads (`kernel_threads`) and on the
+//!   tokio runtime's workers (`kernel_tokio`): what the fold costs without DataFusion,
+//!   to set beside the native floor (`TET_FLOOR_BIN`, `floor_native_c`) of the same run.
 //! `bench run-multi OUT.tet REPS`: time the queries over both variables ([`MULTI_QUERIES`])
 //!   through the Rust API — the table of both datasets, the join of the two one-dataset
 //!   tables on every axis (planned as the same scan), DataFusion's own aggregate over our
@@ -143,6 +148,77 @@ async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     Ok(())
 }
 
+/// The fold kernel alone (see the module doc).
+async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    use datafusion_tet::exec::fold::{Accumulators, Keep, Needs, fold_run};
+    let file = std::fs::File::open(tet)?;
+    // SAFETY: the benchmark's file is not modified while mapped.
+    let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file)? });
+    let tf = TetFile::open(&map[..]).map_err(to_df)?;
+    let ds = tf.dataset("temp").map_err(to_df)?;
+    let spans: Vec<(usize, usize)> = ds
+        .chunk_rows
+        .iter()
+        .map(|&r| {
+            let e = &tf.chunks[r as usize];
+            (
+                e.payload_offset as usize,
+                (e.payload_offset + e.stored_byte_len) as usize,
+            )
+        })
+        .collect();
+    if let Ok(bin) = std::env::var("TET_FLOOR_BIN") {
+        let entries: Vec<_> = ds.chunk_rows.iter().map(|&r| &tf.chunks[r as usize]).collect();
+        report(
+            "floor_native_c",
+            "full_mean",
+            vec![native_floor(&bin, tet, &entries, reps)?],
+        );
+    }
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let parts: Vec<Vec<(usize, usize)>> = spans.chunks(spans.len().div_ceil(threads)).map(<[_]>::to_vec).collect();
+    let fold = |map: &[u8], part: &[(usize, usize)]| {
+        let needs = Needs {
+            fsum: true,
+            ..Needs::default()
+        };
+        let mut acc = Accumulators::new(1, needs, true);
+        for &(a, b) in part {
+            let vals = datafusion_tet::format::elements::<f32>(&map[a..b]);
+            fold_run::<f32>(&mut acc, 0, &vals, &Keep::default());
+        }
+        acc.fsum[0]
+    };
+    let (mut on_threads, mut on_tokio) = (Vec::new(), Vec::new());
+    let mut sums = (0.0, 0.0);
+    for _ in 0..reps + 1 {
+        let start = Instant::now();
+        sums.0 = std::thread::scope(|s| {
+            let handles: Vec<_> = parts.iter().map(|p| s.spawn(|| fold(&map, p))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
+        });
+        on_threads.push(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|p| {
+                let (map, p) = (map.clone(), p.clone());
+                tokio::spawn(async move { fold(&map, &p) })
+            })
+            .collect();
+        sums.1 = 0.0;
+        for h in handles {
+            sums.1 += h.await.unwrap_or(f64::NAN);
+        }
+        on_tokio.push(start.elapsed().as_secs_f64());
+    }
+    eprintln!("kernel sums {} {}", sums.0, sums.1);
+    // The first repetition warms up.
+    report("kernel_threads", "full_mean", on_threads.split_off(1));
+    report("kernel_tokio", "full_mean", on_tokio.split_off(1));
+    Ok(())
+}
+
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
 fn write_tet(raw: &[u8], out: &str, t: u64, lat: u64, lon: u64, zstd: bool) -> datafusion::error::Result<()> {
     write_cubes(&[("temp", raw)], out, t, lat, lon, zstd)
@@ -196,6 +272,7 @@ async fn main() -> datafusion::error::Result<()> {
             write_cubes(&[("a", &a), ("b", &b)], &args[4], dims[0], dims[1], dims[2], false)?;
         }
         Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
+        Some("kernel") => kernel(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         Some("phases") => phases(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         Some("run-multi") => run_multi(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         None | Some("--bench") => {
@@ -222,7 +299,7 @@ async fn main() -> datafusion::error::Result<()> {
         }
         _ => eprintln!(
             "usage: driver [write-tet RAW OUT T LAT LON [zstd] | write-tet2 RAW_A RAW_B OUT T LAT LON | \
-             run TET PARQUET REPS | phases TET REPS | run-multi TET REPS]"
+             run TET PARQUET REPS | phases TET REPS | kernel TET REPS | run-multi TET REPS]"
         ),
     }
     Ok(())
