@@ -8,6 +8,9 @@
  * REPS 0: paired mode: prints "ready", then one pass per line read on stdin, printing its
  * seconds and sum as a JSON line each (benches/driver.rs times a query beside each pass). */
 #include <fcntl.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +30,10 @@
 
 /* The f64 sum of the n f32 at v: the one pass every query over them must make. Each
  * thread sums its share of 16-element (64-byte) blocks in 16 f64 lanes (independent
- * chains, vectorized by the compiler), the last thread adds the tail. */
+ * chains) with one prefetch per block, the last thread adds the tail. With AVX the lanes
+ * are four 256-bit registers fed by conversions straight from memory: GCC 12 compiles
+ * the plain loop below with split loads and scalar conversions (-march=native on this
+ * Intel host), which took 15.6-17.0 ms against 14.0-14.6 ms for this form. */
 static double pass(const float *v, long long n) {
     double s = 0;
     long long blocks = n / 16;
@@ -35,12 +41,26 @@ static double pass(const float *v, long long n) {
     {
         int t = omp_get_thread_num(), k = omp_get_num_threads();
         long long b = blocks * t / k * 16, e = blocks * (t + 1) / k * 16;
+#ifdef __AVX__
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (long long i = b; i < e; i += 16) {
+            _mm_prefetch((const char *)(v + i) + PREFETCH_BYTES, _MM_HINT_T0);
+            a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(v + i)));
+            a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4)));
+            a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 8)));
+            a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 12)));
+        }
+        double lanes[4];
+        _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+        s += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#else
         double lanes[16] = {0};
         for (long long i = b; i < e; i += 16) {
             __builtin_prefetch((const char *)(v + i) + PREFETCH_BYTES);
             for (int j = 0; j < 16; j++) lanes[j] += v[i + j];
         }
         for (int j = 0; j < 16; j++) s += lanes[j];
+#endif
         if (t == k - 1)
             for (long long i = blocks * 16; i < n; i++) s += v[i];
     }
