@@ -1649,6 +1649,22 @@ mod tests {
     /// AVX2 one and the AVX-512 one (where the CPU has them) give bit-identical
     /// accumulators.
     #[test]
+    fn blocks_are_visited_once_in_order_and_the_rest_returned() {
+        // Lengths with an even and an odd number of whole blocks, with and without a tail.
+        for n in 0..70usize {
+            let x: Vec<u32> = (0..n as u32).collect();
+            let mut seen8 = Vec::new();
+            let rest = for_blocks(&x, |b: &[u32; 8]| seen8.extend_from_slice(b));
+            assert_eq!(seen8, x[..n / 8 * 8], "n = {n}");
+            assert_eq!(rest, &x[n / 8 * 8..], "n = {n}");
+            let mut seen16 = Vec::new();
+            let rest = for_blocks(&x, |b: &[u32; 16]| seen16.extend_from_slice(b));
+            assert_eq!(seen16, x[..n / 16 * 16], "n = {n}");
+            assert_eq!(rest, &x[n / 16 * 16..], "n = {n}");
+        }
+    }
+
+    #[test]
     fn isa_copies_agree_bitwise() {
         use crate::exec::simd::{Isa, force};
         fn all<T: Elem>(vals: &[T], fill: T) -> String {
