@@ -679,6 +679,31 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
         mx: [T::MIN; L],
         nans: [0; L],
     };
+    if !(FS || IS || MM) && std::mem::size_of::<T>() == 4 {
+        // Counting only, 32-bit elements: a comparison's mask is one 32-bit count lane per
+        // element, so fixed lanes over whole blocks need no shuffle (the plain reduction
+        // below indexed its loads and took 2.4× the floor on `WHERE v > 290`).
+        for block in run.chunks(L << 24) {
+            let (mut n, mut nans) = ([0u32; L], [0u32; L]);
+            for_blocks(
+                block,
+                #[inline(always)]
+                |c: &[T; L]| {
+                    for i in 0..L {
+                        n[i] += ok(c[i]) as u32;
+                        if NAN {
+                            #[allow(clippy::eq_op)]
+                            let nan = c[i] != c[i];
+                            nans[i] += nan as u32;
+                        }
+                    }
+                },
+            );
+            s.n[0] += n.iter().map(|&k| k as u64).sum::<u64>();
+            s.nans[0] += nans.iter().map(|&k| k as u64).sum::<u64>();
+        }
+        return s;
+    }
     if !(FS || IS || MM) {
         // Counting only: integer sums are exact in any order, so plain reductions that
         // the compiler vectorizes as it likes (fixed lanes here make it shuffle them).
@@ -1648,6 +1673,60 @@ mod tests {
     /// Every kernel of every dtype under each instruction-set copy: the portable copy, the
     /// AVX2 one and the AVX-512 one (where the CPU has them) give bit-identical
     /// accumulators.
+    #[test]
+    fn counts_of_32_bit_runs_agree_with_brute_force() {
+        // Count-only folds (`count(*) … WHERE v > c`) of f32 and i32 runs of every length
+        // up to 70, with NaNs, missing rules and ranges.
+        fn check<T: Elem + std::fmt::Debug>(vals: &[T], fill: T) {
+            let missing = [
+                Missing::default(),
+                Missing {
+                    values: vec![],
+                    nan: T::FLOAT,
+                },
+                Missing {
+                    values: vec![fill],
+                    nan: false,
+                },
+            ];
+            let ranges = [
+                None,
+                Some(KeyRange {
+                    lo: order_key(0.0),
+                    hi: i64::MAX,
+                }),
+                Some(KeyRange {
+                    lo: order_key(-20.0),
+                    hi: order_key(25.0),
+                }),
+            ];
+            for (m, range) in missing.iter().flat_map(|m| ranges.map(|r| (m, r))) {
+                let k = Keep {
+                    missing: m.clone(),
+                    range,
+                };
+                for n in 0..=vals.len() {
+                    let mut acc = Accumulators::new(1, Needs::default(), T::FLOAT);
+                    fold_run(&mut acc, 0, &vals[..n], &k);
+                    let kept = vals[..n].iter().filter(|x| k.test(**x)).count() as u64;
+                    let cells = if range.is_some() { kept } else { n as u64 };
+                    assert_eq!((acc.cells[0], acc.n[0]), (cells, kept), "{n} {m:?} {range:?}");
+                }
+            }
+        }
+        let mut seed = 11;
+        let f32s: Vec<f32> = (0..70)
+            .map(|i| match i % 9 {
+                0 => f32::NAN,
+                4 => -f32::NAN,
+                _ => (random(&mut seed) % 1000) as f32 / 10.0 - 50.0,
+            })
+            .collect();
+        check(&f32s, f32s[5]);
+        let i32s: Vec<i32> = (0..70).map(|_| (random(&mut seed) % 100) as i32 - 50).collect();
+        check(&i32s, i32s[3]);
+    }
+
     #[test]
     fn blocks_are_visited_once_in_order_and_the_rest_returned() {
         // Lengths with an even and an odd number of whole blocks, with and without a tail.
