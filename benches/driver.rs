@@ -20,6 +20,8 @@
 //!   split in contiguous halves (one per core), on OS threads (`kernel_threads`) and on the
 //!   tokio runtime's workers (`kernel_tokio`): what the fold costs without DataFusion,
 //!   to set beside the native floor (`TET_FLOOR_BIN`, `floor_native_c`) of the same run.
+//!   `TET_KERNEL_ROW=720` folds each chunk as rows of 720 values into a group per row
+//!   (the kernel calls of `GROUP BY lat`).
 //! `bench run-multi OUT.tet REPS`: time the queries over both variables ([`MULTI_QUERIES`])
 //!   through the Rust API — the table of both datasets, the join of the two one-dataset
 //!   tables on every axis (planned as the same scan), DataFusion's own aggregate over our
@@ -177,17 +179,28 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     }
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let parts: Vec<Vec<(usize, usize)>> = spans.chunks(spans.len().div_ceil(threads)).map(<[_]>::to_vec).collect();
-    let fold = |map: &[u8], part: &[(usize, usize)]| {
+    // `TET_KERNEL_ROW`: fold each chunk as rows of that many values, row `r` of a chunk
+    // into group `r` (the kernel calls of `GROUP BY lat` when it is the chunk's row length).
+    let row: Option<usize> = std::env::var("TET_KERNEL_ROW").ok().and_then(|v| v.parse().ok());
+    let fold = move |map: &[u8], part: &[(usize, usize)]| {
         let needs = Needs {
             fsum: true,
             ..Needs::default()
         };
-        let mut acc = Accumulators::new(1, needs, true);
+        let rows = row.map_or(1, |r| (part[0].1 - part[0].0) / 4 / r);
+        let mut acc = Accumulators::new(rows, needs, true);
         for &(a, b) in part {
             let vals = datafusion_tet::format::elements::<f32>(&map[a..b]);
-            fold_run::<f32>(&mut acc, 0, &vals, &Keep::default());
+            match row {
+                None => fold_run::<f32>(&mut acc, 0, &vals, &Keep::default()),
+                Some(r) => {
+                    for (g, run) in vals.chunks(r).enumerate() {
+                        fold_run::<f32>(&mut acc, g.min(rows - 1), run, &Keep::default());
+                    }
+                }
+            }
         }
-        acc.fsum[0]
+        acc.fsum.iter().sum::<f64>()
     };
     let (mut on_threads, mut on_tokio) = (Vec::new(), Vec::new());
     let mut sums = (0.0, 0.0);
