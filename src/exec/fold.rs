@@ -1491,13 +1491,7 @@ mod tests {
             }
         }
         let mut seed = 77;
-        let f32s: Vec<f32> = (0..203)
-            .map(|i| match i % 17 {
-                0 => f32::NAN,
-                5 => -f32::NAN,
-                _ => (random(&mut seed) % 2000) as f32 / 16.0 - 50.0,
-            })
-            .collect();
+        let f32s = f32s_with_nans(&mut seed, 203);
         check(&f32s, f32s[6]);
         let f64s: Vec<f64> = f32s.iter().map(|&x| x as f64 * 1.25).collect();
         check(&f64s, f64s[9]);
@@ -1663,6 +1657,18 @@ mod tests {
     }
 
     /// A small deterministic generator (xorshift) for the tests below.
+    /// `n` f32s: a NaN of each sign in every 17 (at 0 and 5), random sixteenths in
+    /// [-50, 75) between.
+    fn f32s_with_nans(seed: &mut u64, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| match i % 17 {
+                0 => f32::NAN,
+                5 => -f32::NAN,
+                _ => (random(seed) % 2000) as f32 / 16.0 - 50.0,
+            })
+            .collect()
+    }
+
     fn random(seed: &mut u64) -> u64 {
         *seed ^= *seed << 13;
         *seed ^= *seed >> 7;
@@ -1715,14 +1721,8 @@ mod tests {
             }
         }
         let mut seed = 11;
-        let f32s: Vec<f32> = (0..70)
-            .map(|i| match i % 9 {
-                0 => f32::NAN,
-                4 => -f32::NAN,
-                _ => (random(&mut seed) % 1000) as f32 / 10.0 - 50.0,
-            })
-            .collect();
-        check(&f32s, f32s[5]);
+        let f32s = f32s_with_nans(&mut seed, 70);
+        check(&f32s, f32s[6]);
         let i32s: Vec<i32> = (0..70).map(|_| (random(&mut seed) % 100) as i32 - 50).collect();
         check(&i32s, i32s[3]);
     }
