@@ -178,7 +178,10 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         );
     }
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let parts: Vec<Vec<(usize, usize)>> = spans.chunks(spans.len().div_ceil(threads)).map(<[_]>::to_vec).collect();
+    let parts: Vec<Vec<(usize, usize)>> = spans
+        .chunks(spans.len().div_ceil(threads).max(1))
+        .map(<[_]>::to_vec)
+        .collect();
     // `TET_KERNEL_ROW`: fold each chunk as rows of that many values, row `r` of a chunk
     // into group `r` (the kernel calls of `GROUP BY lat` when it is the chunk's row length).
     let row: Option<usize> = std::env::var("TET_KERNEL_ROW").ok().and_then(|v| v.parse().ok());
@@ -187,7 +190,7 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
             fsum: true,
             ..Needs::default()
         };
-        let rows = row.map_or(1, |r| (part[0].1 - part[0].0) / 4 / r);
+        let rows = row.map_or(1, |r| part.first().map_or(1, |&(a, b)| (b - a) / 4 / r.max(1)).max(1));
         let mut acc = Accumulators::new(rows, needs, true);
         for &(a, b) in part {
             let vals = datafusion_tet::format::elements::<f32>(&map[a..b]);

@@ -682,7 +682,7 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
     if !(FS || IS || MM) && std::mem::size_of::<T>() == 4 {
         // Counting only, 32-bit elements: a comparison's mask is one 32-bit count lane per
         // element, so fixed lanes over whole blocks need no shuffle (the plain reduction
-        // below indexed its loads and took 2.4× the floor on `WHERE v > 290`).
+        // below indexed its loads: `WHERE v > 290` took 1.9× the floor, 1.55× here).
         for block in run.chunks(L << 24) {
             let (mut n, mut nans) = ([0u32; L], [0u32; L]);
             for_blocks(
@@ -1656,7 +1656,6 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator (xorshift) for the tests below.
     /// `n` f32s: a NaN of each sign in every 17 (at 0 and 5), random sixteenths in
     /// [-50, 75) between.
     fn f32s_with_nans(seed: &mut u64, n: usize) -> Vec<f32> {
@@ -1669,6 +1668,7 @@ mod tests {
             .collect()
     }
 
+    /// A small deterministic generator (xorshift) for the tests below.
     fn random(seed: &mut u64) -> u64 {
         *seed ^= *seed << 13;
         *seed ^= *seed >> 7;
@@ -1676,9 +1676,6 @@ mod tests {
         *seed
     }
 
-    /// Every kernel of every dtype under each instruction-set copy: the portable copy, the
-    /// AVX2 one and the AVX-512 one (where the CPU has them) give bit-identical
-    /// accumulators.
     #[test]
     fn counts_of_32_bit_runs_agree_with_brute_force() {
         // Count-only folds (`count(*) … WHERE v > c`) of f32 and i32 runs of every length
@@ -1743,6 +1740,9 @@ mod tests {
         }
     }
 
+    /// Every kernel of every dtype under each instruction-set copy: the portable copy, the
+    /// AVX2 one and the AVX-512 one (where the CPU has them) give bit-identical
+    /// accumulators.
     #[test]
     fn isa_copies_agree_bitwise() {
         use crate::exec::simd::{Isa, force};
