@@ -184,7 +184,10 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         .collect();
     // `TET_KERNEL_ROW`: fold each chunk as rows of that many values, row `r` of a chunk
     // into group `r` (the kernel calls of `GROUP BY lat` when it is the chunk's row length).
-    let row: Option<usize> = std::env::var("TET_KERNEL_ROW").ok().and_then(|v| v.parse().ok());
+    let row: Option<usize> = std::env::var("TET_KERNEL_ROW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&r| r > 0);
     let fold = move |map: &[u8], part: &[(usize, usize)]| {
         let needs = Needs {
             fsum: true,
