@@ -904,9 +904,23 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
     out
 }
 
-/// Sum of squared deviations from `mean` over the valid elements of `run`.
+/// Sum of squared deviations from `mean` over the valid elements of `run`: the rule of
+/// `keep` as the simplest test that decides it (`Keep::test` looks through the list of
+/// missing values, which kept the loop scalar: a variance took 6.8× a mean's fold time).
 #[inline(always)]
 fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
+    match (keep.range, keep.missing.values.as_slice(), keep.missing.nan) {
+        (None, [], false) => m2_of(run, mean, |_| true),
+        #[allow(clippy::eq_op)]
+        (None, [], true) => m2_of(run, mean, |x| x == x),
+        (None, [fv], false) => m2_of(run, mean, |x| x != *fv),
+        _ => m2_of(run, mean, |x| keep.test(x)),
+    }
+}
+
+/// [`run_m2`] over the elements for which `ok` holds.
+#[inline(always)]
+fn m2_of<T: Elem>(run: &[T], mean: f64, ok: impl Fn(T) -> bool) -> f64 {
     let mut s = [0f64; L];
     let rest = for_blocks(
         run,
@@ -914,12 +928,12 @@ fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
         |c: &[T; L]| {
             for i in 0..L {
                 let d = c[i].f() - mean;
-                s[i] += if keep.test(c[i]) { d * d } else { 0.0 };
+                s[i] += if ok(c[i]) { d * d } else { 0.0 };
             }
         },
     );
     for (i, &x) in rest.iter().enumerate() {
-        if keep.test(x) {
+        if ok(x) {
             s[i] += (x.f() - mean) * (x.f() - mean);
         }
     }
@@ -1696,6 +1710,71 @@ mod tests {
         *seed ^= *seed >> 7;
         *seed ^= *seed << 17;
         *seed
+    }
+
+    #[test]
+    fn variances_of_runs_agree_with_brute_force() {
+        // The squared deviations (`run_m2`) under each rule of what is kept: nothing
+        // missing, NaN missing, one fill value, and a range; runs of every length to 40.
+        let mut seed = 7;
+        let vals: Vec<f32> = f32s_with_nans(&mut seed, 40)
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| if i % 17 == 5 { 2.5 } else { x })
+            .collect();
+        let needs = Needs {
+            fsum: true,
+            moments: true,
+            ..Needs::default()
+        };
+        let missings = [
+            Missing::default(),
+            Missing {
+                values: vec![],
+                nan: true,
+            },
+            Missing {
+                values: vec![2.5],
+                nan: true,
+            },
+        ];
+        for n in 0..=vals.len() {
+            // Without NaNs where nothing is missing: their M2 is NaN whatever the order.
+            let plain: Vec<f32> = vals[..n].iter().map(|&x| if x.is_nan() { 1.0 } else { x }).collect();
+            let cases = [
+                (plain.clone(), Missing::<f32>::default(), None),
+                (
+                    plain.clone(),
+                    Missing {
+                        values: vec![2.5],
+                        nan: false,
+                    },
+                    None,
+                ),
+                (vals[..n].to_vec(), missings[1].clone(), None),
+                (vals[..n].to_vec(), missings[2].clone(), None),
+                (
+                    vals[..n].to_vec(),
+                    missings[1].clone(),
+                    Some(KeyRange {
+                        lo: order_key(-10.0),
+                        hi: order_key(30.0),
+                    }),
+                ),
+                (plain, missings[0].clone(), Some(KeyRange::ALL)),
+            ];
+            for (run, missing, range) in cases {
+                let keep = Keep { missing, range };
+                let kept: Vec<f64> = run.iter().filter(|&&x| keep.test(x)).map(|&x| x as f64).collect();
+                let mean = kept.iter().sum::<f64>() / kept.len().max(1) as f64;
+                let m2: f64 = kept.iter().map(|x| (x - mean) * (x - mean)).sum();
+                let mut acc = Accumulators::new(1, needs, true);
+                fold_run(&mut acc, 0, &run, &keep);
+                assert_eq!(acc.n[0], kept.len() as u64, "{keep:?}");
+                let tol = 1e-12 * m2.max(1.0);
+                assert!((acc.m2[0] - m2).abs() <= tol, "{keep:?}: {} against {m2}", acc.m2[0]);
+            }
+        }
     }
 
     #[test]
