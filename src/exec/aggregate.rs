@@ -18,7 +18,7 @@ use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
-    fold_elementwise, fold_run, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
+    fold_elementwise, fold_run, fold_run_pair, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::{AggregateMetrics, Stopwatch};
@@ -165,6 +165,9 @@ struct FoldPlan {
     /// In a table of several datasets, the distinct filters of the inputs as ranges of
     /// stored values (which cells pass each is found once per task).
     aligned_filters: Vec<ValueRanges>,
+    /// Two inputs over the stored values of one float dataset folded in one pass
+    /// ([`fold_run_pair`]): (sums without a range, counts within one).
+    stored_pair: Option<(usize, usize)>,
 }
 
 impl FoldPlan {
@@ -416,7 +419,24 @@ impl FoldPlan {
             aligned_columns.extend(programs.iter().flat_map(|p| p.columns().iter().copied()));
         }
         let aligned_columns = aligned_columns.into_iter().collect();
+        let stored_pair = match (table.is_multi(), dtype) {
+            (false, DType::F32 | DType::F64) => {
+                let stored = |i: &Input| match &i.source {
+                    Source::Stored { ranges } => Some((ranges.of(0), i.needs)),
+                    _ => None,
+                };
+                let sums = inputs
+                    .iter()
+                    .position(|i| stored(i).is_some_and(|(r, n)| r.is_none() && n.sum_only()));
+                let counts = inputs
+                    .iter()
+                    .position(|i| stored(i).is_some_and(|(r, n)| r.is_some() && n == Needs::default()));
+                sums.zip(counts)
+            }
+            _ => None,
+        };
         Ok(FoldPlan {
+            stored_pair,
             aligned_columns,
             aligned_filters,
             inputs,
@@ -731,7 +751,8 @@ impl FoldJob {
                     _ => true,
                 })
                 .count()
-                + self.fold.compiled_pairs().count();
+                + self.fold.compiled_pairs().count()
+                - usize::from(self.fold.stored_pair.is_some() && tile.is_some());
             let slab_cells = if direct > 1 && (tile.is_some() || aligned.is_some()) {
                 SLAB_CELLS
             } else {
@@ -748,7 +769,15 @@ impl FoldJob {
                     cells,
                     cell_base,
                 };
-                for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
+                let pair = self.fold.stored_pair.filter(|_| tile.is_some());
+                if let (Some((a, b)), Some(tile)) = (pair, tile.as_ref()) {
+                    let range = self.fold.inputs[b].source.ranges().and_then(|r| r.of(0));
+                    fold_stored_pair(table, two_of(&mut accs, a, b), &gi, slab, &start, tile, range);
+                }
+                for (i, (input, acc)) in self.fold.inputs.iter().zip(accs.iter_mut()).enumerate() {
+                    if pair.is_some_and(|(a, b)| i == a || i == b) {
+                        continue;
+                    }
                     let tile = tile.as_ref();
                     match &input.source {
                         Source::Stored { ranges } if aligned_rows(ranges) => {
@@ -1090,6 +1119,68 @@ fn fold_stored(
         let t = elements::<T>(tile);
         walk_segments(gi, task, start, None, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
     })
+}
+
+/// Elements `a` and `b` (distinct) of `v`, both mutable.
+fn two_of<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "two distinct elements");
+    if a < b {
+        let (l, r) = v.split_at_mut(b);
+        (&mut l[a], &mut r[0])
+    } else {
+        let (l, r) = v.split_at_mut(a);
+        (&mut r[0], &mut l[b])
+    }
+}
+
+/// [`fold_stored`] of the plan's stored pair: `sums` over every stored value of the task,
+/// `counts` over those in `range`, in one walk (whole runs in one pass).
+fn fold_stored_pair(
+    table: &TableModel,
+    (sums, counts): (&mut Accumulators, &mut Accumulators),
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    tile: &Buffer,
+    range: Option<KeyRange>,
+) {
+    match table.dataset().dtype() {
+        DType::F32 => stored_pair::<f32>(table, (sums, counts), gi, task, start, tile, range),
+        DType::F64 => stored_pair::<f64>(table, (sums, counts), gi, task, start, tile, range),
+        _ => {
+            fold_stored(table, sums, gi, task, start, Some(tile), None);
+            fold_stored(table, counts, gi, task, start, Some(tile), range);
+        }
+    }
+}
+
+/// [`fold_stored_pair`] over elements of type `T`.
+fn stored_pair<T: Elem>(
+    table: &TableModel,
+    (sums, counts): (&mut Accumulators, &mut Accumulators),
+    gi: &GroupIndex,
+    task: &ChunkTask,
+    start: &[u64],
+    tile: &Buffer,
+    range: Option<KeyRange>,
+) {
+    let missing = Missing::<T>::of(&table.value().missing);
+    let keep_sums = Keep {
+        missing: missing.clone(),
+        range: None,
+    };
+    let keep_counts = Keep { missing, range };
+    let t = elements::<T>(tile);
+    walk_segments(gi, task, start, None, |s| {
+        let run = &t[s.tile_offset..s.tile_offset + s.len];
+        match s.target {
+            Target::One(g) => fold_run_pair(sums, counts, g, run, &keep_sums, &keep_counts),
+            _ => {
+                fold_segment(sums, &s, run, &keep_sums);
+                fold_segment(counts, &s, run, &keep_counts);
+            }
+        }
+    });
 }
 
 /// A weighted input's weights: per position of `axis`, times the stored values mapped by

@@ -541,7 +541,7 @@ impl Elem for f16 {
 }
 
 /// Which elements of type `T` are missing (NULL): [`MissingValues`] specialised to `T`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Missing<T> {
     /// Values that mark a missing element (compared as numbers).
     pub values: Vec<T>,
@@ -940,6 +940,144 @@ fn m2_of<T: Elem>(run: &[T], mean: f64, ok: impl Fn(T) -> bool) -> f64 {
     eight_lanes_total(s)
 }
 
+/// [`run_stats`] of two inputs over `run` in one pass: `sums`, without a range, needing
+/// sums at most, and `counts`, counting the elements within its range, under the same
+/// missing rule of NaNs or one fill value, over f32 or f64 (else `None`). The lanes add in
+/// [`run_stats`]' order, so the statistics are its own, bit for bit.
+#[inline(always)]
+fn pair_stats<T: Elem>(
+    run: &[T],
+    sums: &Keep<T>,
+    sums_needs: Needs,
+    counts: &Keep<T>,
+    counts_needs: Needs,
+) -> Option<(RunStats<T>, RunStats<T>)> {
+    let missing = &sums.missing;
+    let range = counts.range?;
+    let taken = T::FLOAT && std::mem::size_of::<T>() >= 4 && sums.range.is_none() && sums_needs.sum_at_most();
+    if !taken || counts_needs != Needs::default() || *missing != counts.missing {
+        return None;
+    }
+    let fill = match (missing.values.as_slice(), missing.nan) {
+        ([], _) => None,
+        ([v], false) => Some(*v),
+        _ => return None,
+    };
+    // The range as `run_stats` tests it: in the stored type where the bounds convert
+    // exactly, else as f64.
+    let b = range.float_bounds();
+    let nan_in = b.nan() != NanRule::None && !missing.nan;
+    let (lo, hi) = (b.lo, b.hi);
+    let (sum, count, nans) = match T::bounds(lo, hi) {
+        Some((l, h)) => pair_by_rule(run, missing.nan, fill, nan_in, |x: T| (l <= x) & (x <= h)),
+        None => pair_by_rule(run, missing.nan, fill, nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi)),
+    };
+    // Decided by keys as `run_stats` decides them: the range holds some NaNs, and the
+    // lanes met one.
+    let count = match b.nan() == NanRule::Some && nans > 0 {
+        true => run_stats(run, counts, counts_needs),
+        false => count,
+    };
+    Some((sum, count))
+}
+
+/// [`pair_lanes`] with the test of the missing rule (NaNs, or `fill`) that decides it;
+/// `nan_in`: the range holds NaNs.
+#[inline(always)]
+fn pair_by_rule<T: Elem>(
+    run: &[T],
+    nan_missing: bool,
+    fill: Option<T>,
+    nan_in: bool,
+    inside: impl Fn(T) -> bool,
+) -> (RunStats<T>, RunStats<T>, u64) {
+    match fill {
+        #[allow(clippy::eq_op)]
+        None if nan_missing => pair_lanes::<T, false, false>(run, |x| x == x, inside),
+        None if nan_in => pair_lanes::<T, true, true>(run, |_| true, inside),
+        None => pair_lanes::<T, true, false>(run, |_| true, inside),
+        Some(fv) if nan_in => pair_lanes::<T, false, true>(run, |x| x != fv, inside),
+        Some(fv) => pair_lanes::<T, false, false>(run, |x| x != fv, inside),
+    }
+}
+
+/// Elements of a piece of a run in [`pair_lanes`]: 2 KiB of f32 (the prefetch distance),
+/// in L1 for the second loop while the first one's prefetches ahead keep memory busy
+/// (`FILTER` shape, paired: 1.41–1.46× the floor; 1.45–1.70× with 4 KiB pieces).
+const PIECE: usize = 512;
+
+/// The lanes of [`pair_stats`]: the sums and count of the elements `base` takes, and the
+/// count of those `inside` takes too; `ALL`: `base` takes every element; `NAN`: NaNs are
+/// inside, and counted (the third value). Piece by piece, a loop that sums (from memory)
+/// and one that counts (from L1): as one loop, LLVM left the lanes scalar (6× the floor),
+/// as it did with the range's bounds chosen inside the count loop.
+#[inline(always)]
+fn pair_lanes<T: Elem, const ALL: bool, const NAN: bool>(
+    run: &[T],
+    base: impl Fn(T) -> bool,
+    inside: impl Fn(T) -> bool,
+) -> (RunStats<T>, RunStats<T>, u64) {
+    let mut fs = [0f64; L];
+    let (mut taken, mut counted, mut nans) = (0u64, 0u64, 0u64);
+    for block in run.chunks(L << 24) {
+        let (mut t, mut c, mut z) = ([0u32; L], [0u32; L], [0u32; L]);
+        for piece in block.chunks(PIECE) {
+            for_blocks(
+                piece,
+                #[inline(always)]
+                |b: &[T; L]| {
+                    for i in 0..L {
+                        fs[i] += if base(b[i]) { b[i].f() } else { 0.0 };
+                    }
+                },
+            );
+            for_blocks(
+                piece,
+                #[inline(always)]
+                |b: &[T; L]| {
+                    for i in 0..L {
+                        let k = base(b[i]);
+                        if !ALL {
+                            t[i] += k as u32;
+                        }
+                        #[allow(clippy::eq_op)]
+                        let nan = NAN && b[i] != b[i];
+                        c[i] += (k & (inside(b[i]) | nan)) as u32;
+                        z[i] += nan as u32;
+                    }
+                },
+            );
+        }
+        taken += t.iter().map(|&k| k as u64).sum::<u64>();
+        counted += c.iter().map(|&k| k as u64).sum::<u64>();
+        nans += z.iter().map(|&k| k as u64).sum::<u64>();
+    }
+    // Opaque to LLVM, as in `run_stats`: the pairwise total below otherwise reorders
+    // the lanes' vectors.
+    let mut fs = std::hint::black_box(fs);
+    for (i, &x) in run.chunks_exact(L).remainder().iter().enumerate() {
+        #[allow(clippy::eq_op)]
+        let nan = NAN && x != x;
+        if base(x) {
+            fs[i] += x.f();
+            taken += 1;
+            counted += (inside(x) | nan) as u64;
+        }
+        nans += nan as u64;
+    }
+    let stats = |n, fsum| RunStats {
+        n,
+        fsum,
+        isum: 0,
+        min: T::MAX,
+        max: T::MIN,
+        nans: 0,
+        nan_signs: 0,
+    };
+    let taken = if ALL { run.len() as u64 } else { taken };
+    (stats(taken, eight_lanes_total(fs)), stats(counted, 0.0), nans)
+}
+
 multiversion! {
     // AVX-512: LLVM packs the eight minimum and eight maximum lanes of f32 runs into one
     // 512-bit register, moving halves in and out per step (perf annotate: kunpckbw,
@@ -948,34 +1086,67 @@ multiversion! {
     /// Fold a whole run into group `g`. Cells are the run's length, or with a range the
     /// elements in it (a comparison is never true of a NULL).
     pub fn fold_run[T](acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>) where [T: Elem] {
-        let needs = acc.needs;
-        let st = run_stats(run, keep, needs);
-        acc.cells[g] += if keep.range.is_some() { st.n } else { run.len() as u64 };
-        acc.n[g] += st.n;
-        if needs.fsum {
-            acc.fsum[g] += st.fsum;
-        }
-        if needs.isum {
-            acc.isum[g] = acc.isum[g].wrapping_add(st.isum);
-        }
-        if needs.min_max && st.n > 0 {
-            if T::FLOAT {
-                // f64::min/max ignore the NaN the slots start with.
-                if st.n > st.nans {
-                    acc.fmin[g] = acc.fmin[g].min(st.min.f());
-                    acc.fmax[g] = acc.fmax[g].max(st.max.f());
-                }
-                acc.nan[g] |= st.nan_signs;
-            } else {
-                acc.imin[g] = acc.imin[g].min(st.min.wide());
-                acc.imax[g] = acc.imax[g].max(st.max.wide());
+        let st = run_stats(run, keep, acc.needs);
+        add_run(acc, g, run, keep, st)
+    }
+}
+
+multiversion! {
+    // As `fold_run`: its loops.
+    up_to_avx2;
+    /// Fold a whole run into group `g` of two inputs over the same stored values:
+    /// `sums` (no range) and `counts` (the cells within a range). What [`fold_run`] gives
+    /// each, bit for bit, reading the run from memory once when [`pair_stats`] takes the
+    /// pair: a second pass per slab, even from L2, left memory idle (`avg(v), count(*)
+    /// FILTER (WHERE v > 290)` took 1.8–2.0× the floor paired, 1.41–1.46× this way;
+    /// `avg(v)` alone 1.2×).
+    pub fn fold_run_pair[T](
+        sums: &mut Accumulators,
+        counts: &mut Accumulators,
+        g: usize,
+        run: &[T],
+        keep_sums: &Keep<T>,
+        keep_counts: &Keep<T>,
+    ) where [T: Elem] {
+        let (a, b) = match pair_stats(run, keep_sums, sums.needs, keep_counts, counts.needs) {
+            Some(both) => both,
+            None => (run_stats(run, keep_sums, sums.needs), run_stats(run, keep_counts, counts.needs)),
+        };
+        add_run(sums, g, run, keep_sums, a);
+        add_run(counts, g, run, keep_counts, b);
+    }
+}
+
+/// Add the statistics `st` of `run` (kept by `keep`) to group `g`. Cells are the run's
+/// length, or with a range the elements in it (a comparison is never true of a NULL).
+#[inline(always)]
+fn add_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>, st: RunStats<T>) {
+    let needs = acc.needs;
+    acc.cells[g] += if keep.range.is_some() { st.n } else { run.len() as u64 };
+    acc.n[g] += st.n;
+    if needs.fsum {
+        acc.fsum[g] += st.fsum;
+    }
+    if needs.isum {
+        acc.isum[g] = acc.isum[g].wrapping_add(st.isum);
+    }
+    if needs.min_max && st.n > 0 {
+        if T::FLOAT {
+            // f64::min/max ignore the NaN the slots start with.
+            if st.n > st.nans {
+                acc.fmin[g] = acc.fmin[g].min(st.min.f());
+                acc.fmax[g] = acc.fmax[g].max(st.max.f());
             }
+            acc.nan[g] |= st.nan_signs;
+        } else {
+            acc.imin[g] = acc.imin[g].min(st.min.wide());
+            acc.imax[g] = acc.imax[g].max(st.max.wide());
         }
-        if needs.moments && st.n > 0 {
-            let mean = st.fsum / st.n as f64;
-            let m2 = run_m2(run, keep, mean);
-            acc.merge_moments(g, st.n, mean, m2);
-        }
+    }
+    if needs.moments && st.n > 0 {
+        let mean = st.fsum / st.n as f64;
+        let m2 = run_m2(run, keep, mean);
+        acc.merge_moments(g, st.n, mean, m2);
     }
 }
 
@@ -1773,6 +1944,110 @@ mod tests {
                 assert_eq!(acc.n[0], kept.len() as u64, "{keep:?}");
                 let tol = 1e-12 * m2.max(1.0);
                 assert!((acc.m2[0] - m2).abs() <= tol, "{keep:?}: {} against {m2}", acc.m2[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn pairs_fold_in_one_pass_as_apart() {
+        // `fold_run_pair` must give each input what `fold_run` gives it alone, bit for bit,
+        // whether `pair_stats` takes the pair or not; it must take the pairs it is for.
+        fn check<T: Elem + std::fmt::Debug>(vals: &[T], missing: &Missing<T>, range: KeyRange, one_pass: bool) {
+            let sums = Keep {
+                missing: missing.clone(),
+                range: None,
+            };
+            let counts = Keep {
+                missing: missing.clone(),
+                range: Some(range),
+            };
+            let sum_needs = Needs {
+                fsum: true,
+                ..Needs::default()
+            };
+            let (mut a, mut b) = (
+                Accumulators::new(2, sum_needs, true),
+                Accumulators::new(2, Needs::default(), true),
+            );
+            fold_run_pair(&mut a, &mut b, 1, vals, &sums, &counts);
+            let (mut a1, mut b1) = (
+                Accumulators::new(2, sum_needs, true),
+                Accumulators::new(2, Needs::default(), true),
+            );
+            fold_run(&mut a1, 1, vals, &sums);
+            fold_run(&mut b1, 1, vals, &counts);
+            let what = format!("{} values, {missing:?}, {range:?}", vals.len());
+            assert_eq!(a.fsum[1].to_bits(), a1.fsum[1].to_bits(), "sum: {what}");
+            assert_eq!((a.n[1], a.cells[1]), (a1.n[1], a1.cells[1]), "sum's counts: {what}");
+            assert_eq!((b.n[1], b.cells[1]), (b1.n[1], b1.cells[1]), "counts: {what}");
+            assert_eq!((a.n[0], b.n[0], a.fsum[0]), (0, 0, 0.0));
+            let taken = pair_stats(vals, &sums, sum_needs, &counts, Needs::default()).is_some();
+            assert_eq!(taken, one_pass, "one pass: {what}");
+        }
+        let ranges = [
+            // `v > 1.0`: every positive NaN too (some NaNs: decided by keys).
+            KeyRange {
+                lo: order_key(1.0) + 1,
+                hi: i64::MAX,
+            },
+            // `v BETWEEN -0.1 AND 2`: no NaN; -0.1 is no f32.
+            KeyRange {
+                lo: order_key(-0.1),
+                hi: order_key(2.0),
+            },
+            // Everything, NaNs included.
+            KeyRange::ALL,
+        ];
+        let mut seed = 7;
+        for n in (0..70).chain([1000, 4099]) {
+            // Magnitudes far apart (another order of adds gives other bits), a fill value
+            // and NaNs of both signs.
+            let f32s: Vec<f32> = (0..n)
+                .map(|i| match random(&mut seed) % 23 {
+                    0 => 1.5,
+                    1 if i % 2 == 0 => f32::NAN,
+                    1 => -f32::NAN,
+                    _ => {
+                        let m = (random(&mut seed) % 4096) as f32 - 2048.0;
+                        m * 2f32.powi((random(&mut seed) % 40) as i32 - 20)
+                    }
+                })
+                .collect();
+            let no_nans: Vec<f32> = f32s.iter().map(|&x| if x.is_nan() { 3.0 } else { x }).collect();
+            for vals in [&f32s, &no_nans] {
+                let f64s: Vec<f64> = vals.iter().map(|&x| x as f64 * 1.1).collect();
+                let fill32 = Missing {
+                    values: vec![1.5f32],
+                    nan: false,
+                };
+                let fill64 = Missing {
+                    values: vec![1.5f64 * 1.1],
+                    nan: false,
+                };
+                for r in ranges {
+                    let nan32 = Missing::<f32> {
+                        values: vec![],
+                        nan: true,
+                    };
+                    let nan64 = Missing::<f64> {
+                        values: vec![],
+                        nan: true,
+                    };
+                    check(vals, &Missing::default(), r, true);
+                    check(vals, &nan32, r, true);
+                    check(vals, &fill32, r, true);
+                    check(&f64s, &Missing::default(), r, true);
+                    check(&f64s, &nan64, r, true);
+                    check(&f64s, &fill64, r, true);
+                    // Two fill values, and types the pair is not for: two passes.
+                    let fills = Missing {
+                        values: vec![1.5f32, 3.0],
+                        nan: false,
+                    };
+                    check(vals, &fills, r, false);
+                    let ints: Vec<i32> = vals.iter().map(|&x| x as i32).collect();
+                    check(&ints, &Missing::default(), r, false);
+                }
             }
         }
     }

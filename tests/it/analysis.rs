@@ -333,8 +333,9 @@ async fn value_conditions_follow_arrows_float_order() {
 }
 
 /// Tiles larger than a slab (16 Ki cells) with several inputs over stored values are
-/// walked slab by slab, every input per slab: same answers as DataFusion's plan, with
-/// uneven edge tiles, a fill value, weights and grouped axes of every kind.
+/// walked slab by slab, every input per slab (a sum and a ranged count as one pair):
+/// same answers as DataFusion's plan, with uneven edge tiles, a fill value, NaNs, weights
+/// and grouped axes of every kind.
 #[tokio::test(flavor = "multi_thread")]
 async fn several_inputs_over_large_tiles() {
     let dir = tempdir();
@@ -371,6 +372,34 @@ async fn several_inputs_over_large_tiles() {
         ),
     ] {
         assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
+    }
+    // A sum and a count within a range fold as one pair, in one pass over whole runs:
+    // under a fill value, and over NaNs that are values (`v > 5` holds of positive NaNs).
+    let nans: Vec<u8> = vals
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &v)| match (v, i % 3) {
+            (-999.0, 0) => (-f32::NAN).to_le_bytes(),
+            (-999.0, _) => f32::NAN.to_le_bytes(),
+            _ => v.to_le_bytes(),
+        })
+        .collect();
+    let with_nans = dir.path().join("large_tiles_nan.tet");
+    let spec = DatasetSpec::new("t", DType::F32, &shape, &[2, 64, 300], &nans).dim_names(&["time", "lat", "lon"]);
+    let mut w = TetWriter::new();
+    w.dataset(spec).unwrap();
+    w.write_path(&with_nans).unwrap();
+    let g = format!("tet('{}', 't')", with_nans.display());
+    for from in [&f, &g] {
+        for q in [
+            format!("SELECT count(*) FILTER (WHERE v > 5), avg(v) FROM {from}"),
+            format!("SELECT lat, sum(v), count(v) FILTER (WHERE v BETWEEN -3 AND 7.5) FROM {from} GROUP BY lat"),
+            format!(
+                "SELECT lon % 4 AS k, count(*) FILTER (WHERE v <= 0), avg(v) FROM {from} WHERE time > 0 GROUP BY 1"
+            ),
+        ] {
+            assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
+        }
     }
 }
 
