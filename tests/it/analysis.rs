@@ -374,7 +374,8 @@ async fn several_inputs_over_large_tiles() {
         assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
     }
     // A sum and a count within a range fold as one pair, in one pass over whole runs:
-    // under a fill value, and over NaNs that are values (`v > 5` holds of positive NaNs).
+    // under a fill value, and over NaNs that are values (`v > 5` holds of positive NaNs);
+    // and inputs beside others that read no values.
     let nans: Vec<u8> = vals
         .iter()
         .enumerate()
@@ -397,6 +398,10 @@ async fn several_inputs_over_large_tiles() {
             format!(
                 "SELECT lon % 4 AS k, count(*) FILTER (WHERE v <= 0), avg(v) FROM {from} WHERE time > 0 GROUP BY 1"
             ),
+            // Inputs that read no values (weights alone; every cell counted where nothing
+            // is missing) leave the one that does to walk whole tasks.
+            format!("SELECT sum(v * cos(radians(lat))) / sum(cos(radians(lat))) FROM {from}"),
+            format!("SELECT lat % 3 AS b, avg(sqrt(abs(v))) FROM {from} GROUP BY 1"),
         ] {
             assert!(compare(&on, &off, &q, Some(true)).await, "{q}");
         }
