@@ -954,8 +954,8 @@ fn pair_stats<T: Elem>(
 ) -> Option<(RunStats<T>, RunStats<T>)> {
     let missing = &sums.missing;
     let range = counts.range?;
-    let taken = T::FLOAT && std::mem::size_of::<T>() >= 4 && sums.range.is_none() && sums_needs.sum_at_most();
-    if !taken || counts_needs != Needs::default() || *missing != counts.missing {
+    let fits = T::FLOAT && std::mem::size_of::<T>() >= 4 && sums.range.is_none() && sums_needs.sum_at_most();
+    if !fits || counts_needs != Needs::default() || *missing != counts.missing {
         return None;
     }
     let fill = match (missing.values.as_slice(), missing.nan) {
