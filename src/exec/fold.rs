@@ -568,6 +568,67 @@ impl<T: Elem> Missing<T> {
     pub fn test(&self, x: T) -> bool {
         (self.nan && x.is_nan()) || self.values.contains(&x)
     }
+
+    /// The simplest test that decides this rule, for the kernels to choose their loop by
+    /// (`test` looks through the list of values, which keeps a loop scalar).
+    fn check(&self) -> MissingCheck<T> {
+        match (self.values.as_slice(), self.nan) {
+            ([], false) => MissingCheck::Nothing,
+            ([], true) => MissingCheck::Nan,
+            ([v], false) => MissingCheck::Fill(*v),
+            _ => MissingCheck::List,
+        }
+    }
+}
+
+/// [`Missing::check`]: which elements are missing, as the simplest test that tells.
+#[derive(Debug, Clone, Copy)]
+enum MissingCheck<T> {
+    /// None.
+    Nothing,
+    /// NaNs (`x != x`).
+    Nan,
+    /// One fill value, NaNs being values (`x == fill`).
+    Fill(T),
+    /// Several values, or values and NaNs: [`Missing::test`].
+    List,
+}
+
+impl<T: Copy> MissingCheck<T> {
+    /// The fill value, when it is the one test.
+    fn fill(self) -> Option<T> {
+        match self {
+            MissingCheck::Fill(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A value range as the kernels test it: in the stored type where its bounds convert
+/// exactly (`native`), else as f64 (`lo`, `hi`).
+#[derive(Debug, Clone, Copy)]
+struct RangeCheck<T> {
+    native: Option<(T, T)>,
+    lo: f64,
+    hi: f64,
+    /// The range holds NaNs, and they are not missing: the loops count NaNs as inside.
+    nan_in: bool,
+    /// The range holds some NaNs but not all (by payload): a run that holds a NaN is
+    /// decided again by keys ([`Keep::test`]).
+    nan_by_keys: bool,
+}
+
+impl<T: Elem> RangeCheck<T> {
+    fn of(range: KeyRange, nan_missing: bool) -> Self {
+        let b = range.float_bounds();
+        RangeCheck {
+            native: T::bounds(b.lo, b.hi),
+            lo: b.lo,
+            hi: b.hi,
+            nan_in: b.nan() != NanRule::None && !nan_missing,
+            nan_by_keys: b.nan() == NanRule::Some,
+        }
+    }
 }
 
 /// Which elements a fold takes: those not missing and, with a range, whose value lies in
@@ -810,28 +871,25 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
             nan_signs: 0,
         };
     }
-    let fill = match (missing.values.as_slice(), missing.nan) {
-        ([], _) => None,
-        ([v], false) => Some(*v),
-        _ => return finish(run, keep, needs, lanes_for::<T, false>(run, needs, |x| keep.test(x))),
-    };
-    let nan_missing = missing.nan;
-    let s = match (keep.range.map(KeyRange::float_bounds), fill) {
-        (None, None) if nan_missing =>
-        {
-            #[allow(clippy::eq_op)]
-            lanes_for::<T, false>(run, needs, |x| x == x)
-        }
-        (None, None) => lanes_for::<T, false>(run, needs, |_| true),
-        (None, Some(fv)) => lanes_for::<T, false>(run, needs, |x| x != fv),
-        (Some(b), fill) => {
+    let check = missing.check();
+    let s = match (keep.range, check) {
+        (_, MissingCheck::List) => lanes_for::<T, false>(run, needs, |x| keep.test(x)),
+        (None, MissingCheck::Nothing) => lanes_for::<T, false>(run, needs, |_| true),
+        #[allow(clippy::eq_op)]
+        (None, MissingCheck::Nan) => lanes_for::<T, false>(run, needs, |x| x == x),
+        (None, MissingCheck::Fill(fv)) => lanes_for::<T, false>(run, needs, |x| x != fv),
+        (Some(range), check) => {
             // Comparisons in the stored type where bounds convert exactly, else as f64;
             // NaNs decided by the rule, or (some NaNs only, as `v > c` keeps the positive
             // ones) kept here and decided by keys when the run holds any: a test of the
             // sign in the loop measured twice as slow on `WHERE v > 290`.
-            let native = T::bounds(b.lo, b.hi);
-            let (lo, hi) = (b.lo, b.hi);
-            let nan_in = b.nan() != NanRule::None && !nan_missing;
+            let RangeCheck {
+                native,
+                lo,
+                hi,
+                nan_in,
+                nan_by_keys,
+            } = RangeCheck::<T>::of(range, missing.nan);
             let in_range = |x: T| {
                 #[allow(clippy::eq_op)]
                 let nan = nan_in && x != x;
@@ -841,13 +899,13 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
                 };
                 inside | nan
             };
-            let s = match fill {
+            let s = match check.fill() {
                 None if nan_in => lanes_for::<T, true>(run, needs, in_range),
                 None => lanes_for::<T, false>(run, needs, in_range),
                 Some(fv) if nan_in => lanes_for::<T, true>(run, needs, |x| in_range(x) & (x != fv)),
                 Some(fv) => lanes_for::<T, false>(run, needs, |x| in_range(x) & (x != fv)),
             };
-            if b.nan() == NanRule::Some && s.nans.iter().any(|&k| k > 0) {
+            if nan_by_keys && s.nans.iter().any(|&k| k > 0) {
                 lanes_for::<T, false>(run, needs, |x| keep.test(x))
             } else {
                 s
@@ -909,11 +967,11 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
 /// missing values, which kept the loop scalar: a variance took 6.8× a mean's fold time).
 #[inline(always)]
 fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
-    match (keep.range, keep.missing.values.as_slice(), keep.missing.nan) {
-        (None, [], false) => m2_of(run, mean, |_| true),
+    match (keep.range, keep.missing.check()) {
+        (None, MissingCheck::Nothing) => m2_of(run, mean, |_| true),
         #[allow(clippy::eq_op)]
-        (None, [], true) => m2_of(run, mean, |x| x == x),
-        (None, [fv], false) => m2_of(run, mean, |x| x != *fv),
+        (None, MissingCheck::Nan) => m2_of(run, mean, |x| x == x),
+        (None, MissingCheck::Fill(fv)) => m2_of(run, mean, |x| x != fv),
         _ => m2_of(run, mean, |x| keep.test(x)),
     }
 }
@@ -958,47 +1016,40 @@ fn pair_stats<T: Elem>(
     if !fits || counts_needs != Needs::default() || *missing != counts.missing {
         return None;
     }
-    let fill = match (missing.values.as_slice(), missing.nan) {
-        ([], _) => None,
-        ([v], false) => Some(*v),
-        _ => return None,
-    };
-    // The range as `run_stats` tests it: in the stored type where the bounds convert
-    // exactly, else as f64.
-    let b = range.float_bounds();
-    let nan_in = b.nan() != NanRule::None && !missing.nan;
-    let (lo, hi) = (b.lo, b.hi);
-    let (sum, count, nans) = match T::bounds(lo, hi) {
-        Some((l, h)) => pair_by_rule(run, missing.nan, fill, nan_in, |x: T| (l <= x) & (x <= h)),
-        None => pair_by_rule(run, missing.nan, fill, nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi)),
+    // The range as `run_stats` tests it; the bounds chosen here, outside the loops.
+    let r = RangeCheck::<T>::of(range, missing.nan);
+    let (lo, hi) = (r.lo, r.hi);
+    let (sum, count, nans) = match r.native {
+        Some((l, h)) => pair_by_rule(run, missing.check(), r.nan_in, |x: T| (l <= x) & (x <= h))?,
+        None => pair_by_rule(run, missing.check(), r.nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi))?,
     };
     // Decided by keys as `run_stats` decides them: the range holds some NaNs, and the
     // lanes met one.
-    let count = match b.nan() == NanRule::Some && nans > 0 {
+    let count = match r.nan_by_keys && nans > 0 {
         true => run_stats(run, counts, counts_needs),
         false => count,
     };
     Some((sum, count))
 }
 
-/// [`pair_lanes`] with the test of the missing rule (NaNs, or `fill`) that decides it;
-/// `nan_in`: the range holds NaNs.
+/// [`pair_lanes`] with the test of the missing rule that decides it; `None` for a list
+/// of values (the pair does not take it). `nan_in`: the range holds NaNs.
 #[inline(always)]
 fn pair_by_rule<T: Elem>(
     run: &[T],
-    nan_missing: bool,
-    fill: Option<T>,
+    check: MissingCheck<T>,
     nan_in: bool,
     inside: impl Fn(T) -> bool,
-) -> (RunStats<T>, RunStats<T>, u64) {
-    match fill {
+) -> Option<(RunStats<T>, RunStats<T>, u64)> {
+    Some(match check {
         #[allow(clippy::eq_op)]
-        None if nan_missing => pair_lanes::<T, false, false>(run, |x| x == x, inside),
-        None if nan_in => pair_lanes::<T, true, true>(run, |_| true, inside),
-        None => pair_lanes::<T, true, false>(run, |_| true, inside),
-        Some(fv) if nan_in => pair_lanes::<T, false, true>(run, |x| x != fv, inside),
-        Some(fv) => pair_lanes::<T, false, false>(run, |x| x != fv, inside),
-    }
+        MissingCheck::Nan => pair_lanes::<T, false, false>(run, |x| x == x, inside),
+        MissingCheck::Nothing if nan_in => pair_lanes::<T, true, true>(run, |_| true, inside),
+        MissingCheck::Nothing => pair_lanes::<T, true, false>(run, |_| true, inside),
+        MissingCheck::Fill(fv) if nan_in => pair_lanes::<T, false, true>(run, |x| x != fv, inside),
+        MissingCheck::Fill(fv) => pair_lanes::<T, false, false>(run, |x| x != fv, inside),
+        MissingCheck::List => return None,
+    })
 }
 
 /// Elements of a piece of a run in [`pair_lanes`]: 2 KiB of f32 (the prefetch distance),
@@ -1208,17 +1259,16 @@ multiversion! {
         if acc.needs.moments {
             return fold_elementwise(acc, run, keep, |i| g + i);
         }
-        let missing = &keep.missing;
-        match (missing.values.as_slice(), missing.nan, keep.range) {
-            ([], false, None) => {
+        match (keep.missing.check(), keep.range) {
+            (MissingCheck::Nothing, None) => {
                 acc.count_later(g, run.len());
                 consecutive(acc, g, run, Counts::Done, |_| true)
             }
             #[allow(clippy::eq_op)]
-            ([], true, None) => consecutive(acc, g, run, Counts::Each, |x| x == x),
-            (&[fv], false, None) => consecutive(acc, g, run, Counts::Each, |x| x != fv),
-            (_, _, None) => consecutive(acc, g, run, Counts::Each, |x| keep.test(x)),
-            (_, _, Some(_)) => consecutive(acc, g, run, Counts::Kept, |x| keep.test(x)),
+            (MissingCheck::Nan, None) => consecutive(acc, g, run, Counts::Each, |x| x == x),
+            (MissingCheck::Fill(fv), None) => consecutive(acc, g, run, Counts::Each, |x| x != fv),
+            (MissingCheck::List, None) => consecutive(acc, g, run, Counts::Each, |x| keep.test(x)),
+            (_, Some(_)) => consecutive(acc, g, run, Counts::Kept, |x| keep.test(x)),
         }
     }
 }
