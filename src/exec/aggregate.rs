@@ -776,13 +776,16 @@ impl FoldJob {
                     cells,
                     cell_base,
                 };
-                let pair = self.fold.stored_pair.filter(|_| tile.is_some());
-                if let (Some((a, b)), Some(tile)) = (pair, tile.as_ref()) {
+                let pair = self.fold.stored_pair.zip(tile.as_ref());
+                if let Some(((a, b), tile)) = pair {
                     let range = self.fold.inputs[b].source.ranges().and_then(|r| r.of(0));
-                    fold_stored_pair(table, two_of(&mut accs, a, b), &gi, slab, &start, tile, range);
+                    let [sums, counts] = accs
+                        .get_disjoint_mut([a, b])
+                        .map_err(|e| DataFusionError::Internal(format!("stored pair ({a}, {b}): {e}")))?;
+                    fold_stored_pair(table, (sums, counts), &gi, slab, &start, tile, range);
                 }
                 for (i, (input, acc)) in self.fold.inputs.iter().zip(accs.iter_mut()).enumerate() {
-                    if pair.is_some_and(|(a, b)| i == a || i == b) {
+                    if pair.is_some_and(|((a, b), _)| i == a || i == b) {
                         continue;
                     }
                     let tile = tile.as_ref();
@@ -1126,18 +1129,6 @@ fn fold_stored(
         let t = elements::<T>(tile);
         walk_segments(gi, task, start, None, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
     })
-}
-
-/// Elements `a` and `b` (distinct) of `v`, both mutable.
-fn two_of<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    assert_ne!(a, b, "two distinct elements");
-    if a < b {
-        let (l, r) = v.split_at_mut(b);
-        (&mut l[a], &mut r[0])
-    } else {
-        let (l, r) = v.split_at_mut(a);
-        (&mut r[0], &mut l[b])
-    }
 }
 
 /// [`fold_stored`] of the plan's stored pair: `sums` over every stored value of the task,
