@@ -13,7 +13,9 @@
 //!   `create_physical_plan` (optimizers, our access plan) and execution, each run after
 //!   writing a 64 MiB buffer so that caches are as cold as after a full pass over the
 //!   cube; prints {"engine": "phase_sql" | "phase_plan" | "phase_exec", "query",
-//!   "median_s", "runs"}. On a small file (`write-tet` of a cube with tiny `LAT`/`LON`)
+//!   "median_s", "runs"}, and the same phases of the same queries over an empty
+//!   `MemTable` of the table's schema (`phase_sql_empty`, ...): DataFusion's own planning
+//!   cost, for comparison with ours. On a small file (`write-tet` of a cube with tiny `LAT`/`LON`)
 //!   it measures the per-query and per-chunk fixed costs alone.
 //! `bench kernel OUT.tet REPS`: the crate's fold kernel alone (`fold_run`, the sum and
 //!   count of `avg`) over every chunk of dataset `temp` read through one mmap, the chunks
@@ -119,32 +121,43 @@ async fn time_sql(
 
 /// The phases of the plain folds over `tet` (see the module doc).
 async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    use datafusion::catalog::TableProvider;
     let ctx = session();
     datafusion_tet::register(&ctx);
     let table = datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?;
+    // DataFusion's own planning of the same queries over an empty table of the same
+    // schema: the part of `phase_sql` and `phase_plan` that is not ours.
+    let empty = datafusion::datasource::MemTable::try_new(table.schema(), vec![vec![]])?;
     ctx.register_table("t", std::sync::Arc::new(table))?;
+    ctx.register_table("empty", std::sync::Arc::new(empty))?;
     let mut sweep = vec![0u64; 8 << 20];
     let plain = ["full_mean", "by_lat", "by_time"];
     for (name, sql) in QUERIES.iter().filter(|(name, _)| plain.contains(name)) {
-        ctx.sql(sql).await?.collect().await?; // warm-up
-        let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        for r in 0..reps {
-            sweep.iter_mut().for_each(|x| *x = x.wrapping_add(r as u64));
-            std::hint::black_box(&sweep);
-            let t0 = Instant::now();
-            let (state, plan) = ctx.sql(sql).await?.into_parts();
-            let t1 = Instant::now();
-            let physical = state.create_physical_plan(&plan).await?;
-            let t2 = Instant::now();
-            let out = datafusion::physical_plan::collect(physical, ctx.task_ctx()).await?;
-            let t3 = Instant::now();
-            assert!(!out.is_empty());
-            for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
-                times[i].push(d.as_secs_f64());
+        for (table, phases) in [
+            ("t", ["phase_sql", "phase_plan", "phase_exec"]),
+            ("empty", ["phase_sql_empty", "phase_plan_empty", "phase_exec_empty"]),
+        ] {
+            let sql = sql.replace(" FROM t", &format!(" FROM {table}"));
+            ctx.sql(&sql).await?.collect().await?; // warm-up
+            let mut times = [Vec::new(), Vec::new(), Vec::new()];
+            for r in 0..reps {
+                sweep.iter_mut().for_each(|x| *x = x.wrapping_add(r as u64));
+                std::hint::black_box(&sweep);
+                let t0 = Instant::now();
+                let (state, plan) = ctx.sql(&sql).await?.into_parts();
+                let t1 = Instant::now();
+                let physical = state.create_physical_plan(&plan).await?;
+                let t2 = Instant::now();
+                let out = datafusion::physical_plan::collect(physical, ctx.task_ctx()).await?;
+                let t3 = Instant::now();
+                assert!(table == "empty" || !out.is_empty());
+                for (i, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+                    times[i].push(d.as_secs_f64());
+                }
             }
-        }
-        for (phase, t) in ["phase_sql", "phase_plan", "phase_exec"].into_iter().zip(times) {
-            report(phase, name, t);
+            for (phase, t) in phases.into_iter().zip(times) {
+                report(phase, name, t);
+            }
         }
     }
     Ok(())
