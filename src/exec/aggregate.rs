@@ -750,7 +750,7 @@ impl FoldJob {
                 .iter()
                 .filter(|i| match &i.source {
                     Source::Evaluated { .. } => false,
-                    Source::Stored { ranges } if ranges.is_empty() && i.needs == Needs::default() && !missing => false,
+                    Source::Stored { ranges } if !i.needs.reads_values(missing, !ranges.is_empty()) => false,
                     Source::Weighted {
                         value: None, ranges, ..
                     } if ranges.is_empty() => false,

@@ -243,6 +243,14 @@ impl Needs {
     pub fn sum_only(self) -> bool {
         self.fsum && self.sum_at_most()
     }
+
+    /// Whether a fold needing these statistics has to look at the values at all: not
+    /// when it only counts cells, nothing is missing and no value range applies (the count
+    /// is then the number of cells). The kernels skip the run; the walk does not count
+    /// such an input among those that read a tile.
+    pub fn reads_values(self, something_missing: bool, ranged: bool) -> bool {
+        self != Needs::default() || something_missing || ranged
+    }
 }
 
 /// Dense accumulators, one slot per group. Vectors a query does not need stay empty.
@@ -847,8 +855,7 @@ fn lanes_for<T: Elem, const NAN: bool>(run: &[T], needs: Needs, ok: impl Fn(T) -
 #[inline(always)]
 fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
     let missing = &keep.missing;
-    // Counting only, nothing missing, no range: no element needs a look.
-    if missing.is_empty() && keep.range.is_none() && needs == Needs::default() {
+    if !needs.reads_values(!missing.is_empty(), keep.range.is_some()) {
         return RunStats {
             n: run.len() as u64,
             fsum: 0.0,
