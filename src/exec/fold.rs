@@ -935,21 +935,26 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
 fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
     // Element `i` of the remainder goes to lane `i`: no lane holds more than ⌈n/8⌉ of the
     // run's `n` elements, which the error bound of the sum counts on.
+    // Only what `needs` asks is accumulated in the remainder and combined across lanes: a
+    // count over runs of 720 values (`WHERE v > 290 GROUP BY lat`) spent a quarter of its
+    // fold in combining lanes it did not use.
+    let (fs, is) = lane_sums::<T>(needs);
     for (i, &x) in run.chunks_exact(L).remainder().iter().enumerate() {
         if !keep.test(x) {
             continue;
         }
         s.n[i] += 1;
-        s.fs[i] += x.f();
-        if !T::FLOAT {
+        if fs {
+            s.fs[i] += x.f();
+        }
+        if is {
             s.is[i] = s.is[i].wrapping_add(x.bits());
         }
-        s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
-        s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
+        if needs.min_max {
+            s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
+            s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
+        }
     }
-    // Only what `needs` asks is combined: a count over runs of 720 values (`WHERE v > 290
-    // GROUP BY lat`) spent a quarter of its fold in combining lanes it did not use.
-    let (fs, is) = lane_sums::<T>(needs);
     let fsum = match fs {
         true => eight_lanes_total(s.fs),
         false => 0.0,
