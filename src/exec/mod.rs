@@ -65,8 +65,9 @@ pub struct ChunkFeed {
     pub input: Arc<dyn ExecutionPlan>,
     /// What is read: the per-axis selection and every planned task.
     pub access: Arc<AccessPlan>,
-    /// Chunk id → position in `access.tasks`.
-    index: Arc<HashMap<u64, usize>>,
+    /// (chunk id, position in `access.tasks`), ascending by id (a sort of the ids, which
+    /// every planned query builds).
+    index: Arc<Vec<(u64, usize)>>,
 }
 
 impl ChunkFeed {
@@ -100,7 +101,8 @@ impl ChunkFeed {
 
     /// `access` fed by `input` (e.g. both decoded from a serialized plan).
     pub fn from_input(access: AccessPlan, input: Arc<dyn ExecutionPlan>) -> Result<Self> {
-        let index = access.tasks.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        let mut index: Vec<(u64, usize)> = access.tasks.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        index.sort_unstable();
         ChunkFeed {
             input: input.clone(),
             access: Arc::new(access),
@@ -170,10 +172,10 @@ impl ChunkFeed {
                 return internal_err!("{node}: chunk ids are not UInt64");
             };
             for id in ids.values() {
-                let Some(&i) = self.index.get(id) else {
+                let Ok(at) = self.index.binary_search_by_key(id, |&(id, _)| id) else {
                     return internal_err!("{node}: chunk {id} was not planned");
                 };
-                out.push(self.access.tasks[i].clone());
+                out.push(self.access.tasks[self.index[at].1].clone());
             }
         }
         Ok(out)
@@ -206,5 +208,4 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
-use std::collections::HashMap;
 use std::sync::Arc;

@@ -205,7 +205,11 @@ fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
         .map(|(k, v)| {
             let stored = v.source.file.chunk(v.dataset(), t.chunk_of(k)).1.stored_byte_len;
             let tile: u64 = t.tile_extent_of(k).iter().product();
-            (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64
+            match stored.checked_mul(t.cells) {
+                _ if t.cells == tile => stored,
+                Some(p) => p / tile.max(1),
+                None => (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64,
+            }
         })
         .fold(0, u64::saturating_add)
 }
@@ -271,14 +275,16 @@ fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> 
 /// Split `items` (kept in order) into at most `n` contiguous groups of similar total
 /// `weight`. Never returns empty groups; returns no group for no items.
 pub fn split_balanced<T>(items: Vec<T>, n: usize, weight: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
-    let total: u128 = items.iter().map(|t| weight(t).max(1) as u128).sum();
+    // Each item is weighed once (a task's weight looks up its chunk entries).
+    let weights: Vec<u128> = items.iter().map(|t| weight(t).max(1) as u128).collect();
+    let total: u128 = weights.iter().sum();
     let n = n.max(1).min(items.len());
     let mut groups: Vec<Vec<T>> = Vec::with_capacity(n);
     let mut acc: u128 = 0;
     let mut current = Vec::new();
     let count = items.len();
-    for (i, t) in items.into_iter().enumerate() {
-        acc += weight(&t).max(1) as u128;
+    for (i, (t, w)) in items.into_iter().zip(weights).enumerate() {
+        acc += w;
         current.push(t);
         let target = total * (groups.len() as u128 + 1) / n as u128;
         let left = count - i - 1;
