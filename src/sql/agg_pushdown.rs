@@ -69,9 +69,14 @@ impl OptimizerRule for TetAggregatePushdown {
         if !enabled {
             return Ok(Transformed::no(plan));
         }
+        // Bottom-up, a projection above the aggregate is visited right after the aggregate
+        // was rewritten: merging the two then spares the optimizer the pass that would.
         match try_rewrite(&plan)? {
             Some(p) => Ok(Transformed::yes(p)),
-            None => Ok(Transformed::no(plan)),
+            None => match merge_projections(&plan)? {
+                Some(p) => Ok(Transformed::yes(p)),
+                None => Ok(Transformed::no(plan)),
+            },
         }
     }
 }
@@ -426,6 +431,45 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         projection.push(e.alias_qualified(q.cloned(), field.name()));
     }
     Ok(Some(LogicalPlanBuilder::from(merged).project(projection)?.build()?))
+}
+
+/// A projection over the rewrite's own projection of merged states, as one projection:
+/// what `optimize_projections` would do in the optimizer's next pass (a pass of every
+/// rule), done while the rule is at it. Output names, qualifiers and types are the outer
+/// projection's.
+fn merge_projections(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
+    let LogicalPlan::Projection(outer) = plan else {
+        return Ok(None);
+    };
+    let LogicalPlan::Projection(inner) = outer.input.as_ref() else {
+        return Ok(None);
+    };
+    let LogicalPlan::Aggregate(agg) = inner.input.as_ref() else {
+        return Ok(None);
+    };
+    let LogicalPlan::TableScan(scan) = agg.input.as_ref() else {
+        return Ok(None);
+    };
+    let ours = source_as_provider(&scan.source)
+        .ok()
+        .is_some_and(|p| p.downcast_ref::<TetPartialAggregate>().is_some());
+    if !ours {
+        return Ok(None);
+    }
+    let layer = Layer::Projection(inner);
+    let exprs = outer
+        .expr
+        .iter()
+        .zip(outer.schema.iter())
+        .map(|(e, (q, field))| {
+            let e = layer.resolve(e.clone().unalias_nested().data)?;
+            Ok(e.alias_qualified(q.cloned(), field.name()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(LogicalPlan::Projection(Projection::try_new(
+        exprs,
+        inner.input.clone(),
+    )?)))
 }
 
 /// A table whose scan is [`TetAggregateExec`]: the partial states of an aggregation over
