@@ -205,10 +205,12 @@ fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
         .map(|(k, v)| {
             let stored = v.source.file.chunk(v.dataset(), t.chunk_of(k)).1.stored_byte_len;
             let tile: u64 = t.tile_extent_of(k).iter().product();
-            match stored.checked_mul(t.cells) {
-                _ if t.cells == tile => stored,
-                Some(p) => p / tile.max(1),
-                None => (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64,
+            // A task covering its whole tile (no axis filter cuts into its chunk) weighs
+            // the tile's stored bytes; a part of a tile weighs its share of them.
+            if t.cells == tile {
+                stored
+            } else {
+                (stored as u128 * t.cells as u128 / tile.max(1) as u128) as u64
             }
         })
         .fold(0, u64::saturating_add)
