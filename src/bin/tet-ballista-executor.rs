@@ -14,6 +14,10 @@ use clap::{CommandFactory, FromArgMatches};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+// Ballista's own executor binary's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ballista_core::error::Result<()> {
     let mut matches = datafusion_tet::ballista::with_allow_location_flag(Config::command()).get_matches();
