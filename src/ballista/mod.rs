@@ -28,9 +28,9 @@
 mod wire;
 
 pub use wire::{
-    AccessNode, AggSpecNode, AggregateNode, AggregationNode, AxisRanges, FileRef, MAGIC, MetadataNode,
-    PartialAggregateNode, ScanNode, TetLogicalExtensionCodec, TetNode, TetPhysicalExtensionCodec, WIRE_VERSION,
-    decode_node, node,
+    AccessNode, AggSpecNode, AggregateNode, AggregateTableNode, AggregationNode, AxisRanges, FileRef, MAGIC,
+    MetadataNode, ScanNode, TetLogicalExtensionCodec, TetNode, TetPhysicalExtensionCodec, WIRE_VERSION, decode_node,
+    node,
 };
 
 use crate::io::{AllowedLocations, EnvObjectStoreRegistry, SourceCache};
@@ -64,6 +64,11 @@ fn with_codecs(config: SessionConfig) -> SessionConfig {
         .with_ballista_physical_extension_codec(Arc::new(TetPhysicalExtensionCodec::default()))
         .with_extension(SOURCES.clone());
     crate::with_tet_options(&mut config);
+    // Executors run a stage's partitions apart: the pushdown's scan emits partial states
+    // per partition and a merge stage combines them.
+    if let Some(tet) = config.options_mut().extensions.get_mut::<crate::sql::TetConfig>() {
+        tet.merge_in_scan = false;
+    }
     config
 }
 

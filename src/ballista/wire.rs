@@ -15,10 +15,10 @@
 use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
 use crate::io::{AllowedLocations, SourceVersion, TetSource, remote_url};
 use crate::plan::{
-    AccessPlan, Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, GroupKey, Limits, PruningCounts,
-    TableModel, ValueColumn, grid_count, tasks_by_id,
+    AccessPlan, Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, AxisSelection, GroupKey, Limits,
+    PruningCounts, TableModel, ValueColumn, grid_count, tasks_by_id,
 };
-use crate::sql::{MetadataKind, TetConfig, TetMetadataTable, TetPartialAggregate, TetTableProvider, merge_functions};
+use crate::sql::{MetadataKind, TetAggregateTable, TetConfig, TetMetadataTable, TetTableProvider, merge_functions};
 use arrow::datatypes::{DataType, SchemaRef};
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use datafusion::catalog::TableProvider;
@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 6;
+pub const WIRE_VERSION: u32 = 7;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -58,9 +58,9 @@ pub mod node {
         /// A `TetTableProvider`.
         #[prost(message, tag = "2")]
         Table(super::FileRef),
-        /// The aggregate pushdown's `TetPartialAggregate` table.
+        /// The aggregate pushdown's `TetAggregateTable` table.
         #[prost(message, tag = "3")]
-        PartialAggregate(super::PartialAggregateNode),
+        AggregateTable(super::AggregateTableNode),
         /// A `TetScanExec`.
         #[prost(message, tag = "4")]
         Scan(super::ScanNode),
@@ -206,13 +206,17 @@ pub struct AccessNode {
 
 /// The pushdown's table: file, pushed axis filters and the aggregation.
 #[derive(Clone, PartialEq, Message)]
-pub struct PartialAggregateNode {
+pub struct AggregateTableNode {
     #[prost(message, optional, tag = "1")]
     pub file: Option<FileRef>,
     #[prost(message, repeated, tag = "2")]
     pub filters: Vec<LogicalExprNode>,
     #[prost(message, optional, tag = "3")]
     pub aggregation: Option<AggregationNode>,
+    /// The table's rows are the aggregates' values, not partial states
+    /// ([`AggregateOutput`]).
+    #[prost(bool, tag = "4")]
+    pub values: bool,
 }
 
 /// A scan.
@@ -237,6 +241,10 @@ pub struct AggregateNode {
     pub aggregation: Option<AggregationNode>,
     #[prost(message, optional, tag = "3")]
     pub access: Option<AccessNode>,
+    /// One output partition of the aggregates' values, not partial states per partition
+    /// ([`AggregateOutput`]).
+    #[prost(bool, tag = "4")]
+    pub values: bool,
 }
 
 fn encode(kind: node::Kind, buf: &mut Vec<u8>) -> Result<()> {
@@ -340,6 +348,15 @@ fn open_file(f: &FileRef, ctx: &TaskContext) -> Result<Arc<TetSource>> {
         modified_ns: f.modified_ns,
     })?;
     Ok(source)
+}
+
+/// The output a node's `values` flag names.
+fn output_of(values: bool) -> AggregateOutput {
+    if values {
+        AggregateOutput::Values
+    } else {
+        AggregateOutput::States
+    }
 }
 
 /// Reopen the dataset a plan names, in the decoding process.
@@ -583,7 +600,7 @@ fn udaf_from(buf: &[u8], other: impl FnOnce() -> Result<Arc<AggregateUDF>>) -> R
     }
 }
 
-/// Logical plans: [`TetTableProvider`], the pushdown's [`TetPartialAggregate`] and the
+/// Logical plans: [`TetTableProvider`], the pushdown's [`TetAggregateTable`] and the
 /// metadata tables, and the pushdown's merge functions; everything else goes to
 /// Ballista's codec.
 #[derive(Debug, Default)]
@@ -615,12 +632,12 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
                 Some(f),
                 ctx,
             )?))),
-            node::Kind::PartialAggregate(n) => {
+            node::Kind::AggregateTable(n) => {
                 let table = open_table(n.file, ctx)?;
                 // Filters are plain expressions over the table's columns.
                 let filters = n.filters.iter().map(|e| expr_of(e, ctx)).collect::<Result<Vec<_>>>()?;
                 let aggregation = aggregation_of(n.aggregation, &table, ctx)?;
-                Arc::new(TetPartialAggregate::new(table, filters, aggregation))
+                Arc::new(TetAggregateTable::new(table, filters, aggregation, output_of(n.values)))
             }
             node::Kind::Metadata(n) => {
                 let source = open_file(&required(n.file, "file")?, ctx)?;
@@ -664,14 +681,15 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
             };
             return encode(node::Kind::Metadata(n), buf);
         }
-        if let Some(p) = node.downcast_ref::<TetPartialAggregate>() {
+        if let Some(p) = node.downcast_ref::<TetAggregateTable>() {
             let filters = p.filters().iter().map(expr_node).collect::<Result<Vec<_>>>()?;
-            let n = PartialAggregateNode {
+            let n = AggregateTableNode {
                 file: Some(file_ref(p.table())),
                 filters,
                 aggregation: Some(aggregation_node(p.aggregation())?),
+                values: p.output() == AggregateOutput::Values,
             };
-            return encode(node::Kind::PartialAggregate(n), buf);
+            return encode(node::Kind::AggregateTable(n), buf);
         }
         self.inner.try_encode_table_provider(table_ref, node, buf)
     }
@@ -741,7 +759,13 @@ impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
                 let table = open_table(n.file, ctx)?;
                 let aggregation = aggregation_of(n.aggregation, &table, ctx)?;
                 let feed = feed_of(&table, n.access, inputs)?;
-                Ok(Arc::new(TetAggregateExec::try_new(table, aggregation, feed, fetch)?))
+                Ok(Arc::new(TetAggregateExec::try_new(
+                    table,
+                    aggregation,
+                    feed,
+                    fetch,
+                    output_of(n.values),
+                )?))
             }
             _ => Err(plan_datafusion_err!(
                 "a tet plan node of another kind where an execution plan was expected"
@@ -769,6 +793,7 @@ impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
                 file: Some(file_ref(a.table())),
                 aggregation: Some(aggregation_node(a.aggregation())?),
                 access: Some(access_node(&a.feed().access, a.feed().chunk_ids())),
+                values: a.output() == AggregateOutput::Values,
             };
             return encode(node::Kind::Aggregate(n), buf);
         }

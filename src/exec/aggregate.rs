@@ -17,8 +17,8 @@ use super::ChunkFeed;
 use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
-    Accumulators, CoMoment, Elem, Keep, Missing, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive, fold_dot,
-    fold_elementwise, fold_run, fold_run_pair, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
+    Accumulators, CoMoment, Elem, Keep, Missing, Moments, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive,
+    fold_dot, fold_elementwise, fold_run, fold_run_pair, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
 };
 use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
 use super::metrics::{AggregateMetrics, Stopwatch};
@@ -28,13 +28,14 @@ use super::simd::multiversion;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::io::FetchOptions;
 use crate::plan::{
-    Affine, AggFunc, AggInput, AggSpec, Aggregation, AxisSelection, ChunkTask, KeyRange, State, StateColumn,
-    TableModel, VALUE_COLUMN, ValueRanges, value_ranges, weighted_input,
+    Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, AxisSelection, ChunkTask, KeyRange, State,
+    StateColumn, TableModel, VALUE_COLUMN, ValueRanges, value_ranges, weighted_input,
 };
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, UInt64Type};
 use datafusion::common::Column;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::error::DataFusionError;
@@ -45,7 +46,9 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, ReplaceChildrenOptions,
+};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::collections::BTreeSet;
@@ -459,6 +462,7 @@ pub struct TetAggregateExec {
     aggregation: Aggregation,
     feed: ChunkFeed,
     fetch: FetchOptions,
+    output: AggregateOutput,
     schema: SchemaRef,
     fold: Arc<FoldPlan>,
     metrics: ExecutionPlanMetricsSet,
@@ -466,33 +470,48 @@ pub struct TetAggregateExec {
 }
 
 impl TetAggregateExec {
-    /// Fold `aggregation` over the cells `feed` plans; object store payloads are read as
-    /// `fetch` says. The aggregation must fit the table ([`Aggregation::check`]).
+    /// Fold `aggregation` over the cells `feed` plans, emitting `output`; object store
+    /// payloads are read as `fetch` says. The aggregation must fit the table
+    /// ([`Aggregation::check`]), and for [`AggregateOutput::Values`] one output
+    /// ([`Aggregation::fits_one_output`]).
     pub fn try_new(
         table: Arc<TableModel>,
         aggregation: Aggregation,
         feed: ChunkFeed,
         fetch: FetchOptions,
+        output: AggregateOutput,
     ) -> Result<Self> {
         if let Err(e) = aggregation.check(&table) {
             return internal_err!("TetAggregateExec over {}: {e}", table.source.location);
         }
-        let schema = aggregation.schema();
+        if output == AggregateOutput::Values && !aggregation.fits_one_output(&table) {
+            return internal_err!(
+                "TetAggregateExec over {}: {} group slots do not fit one output",
+                table.source.location,
+                aggregation.dense_groups(&table)
+            );
+        }
+        let schema = aggregation.schema(output);
         let fold = Arc::new(FoldPlan::new(&table, &aggregation)?);
         Ok(TetAggregateExec {
-            cache: Arc::new(Self::properties_for(&schema, &feed)),
+            cache: Arc::new(Self::properties_for(&schema, &feed, output)),
             fold,
             table,
             aggregation,
             feed,
             fetch,
+            output,
             schema,
             metrics: ExecutionPlanMetricsSet::new(),
         })
     }
 
-    fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
-        feed.properties(schema, EmissionType::Final)
+    fn properties_for(schema: &SchemaRef, feed: &ChunkFeed, output: AggregateOutput) -> PlanProperties {
+        let properties = feed.properties(schema, EmissionType::Final);
+        match output {
+            AggregateOutput::States => properties,
+            AggregateOutput::Values => properties.with_partitioning(Partitioning::UnknownPartitioning(1)),
+        }
     }
 
     /// The same aggregation over another feed (fresh metrics).
@@ -501,9 +520,10 @@ impl TetAggregateExec {
             table: self.table.clone(),
             aggregation: self.aggregation.clone(),
             fetch: self.fetch,
+            output: self.output,
             schema: self.schema.clone(),
             fold: self.fold.clone(),
-            cache: Arc::new(Self::properties_for(&self.schema, &feed)),
+            cache: Arc::new(Self::properties_for(&self.schema, &feed, self.output)),
             feed,
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -522,6 +542,11 @@ impl TetAggregateExec {
     /// The access plan, and which partition folds which chunks.
     pub fn feed(&self) -> &ChunkFeed {
         &self.feed
+    }
+
+    /// What the node emits.
+    pub fn output(&self) -> AggregateOutput {
+        self.output
     }
 
     fn describe(&self) -> (String, String) {
@@ -590,49 +615,71 @@ impl ExecutionPlan for TetAggregateExec {
     chunk_node_methods!("TetAggregateExec");
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let table = &self.table;
-        let metrics = AggregateMetrics::new(&self.metrics, partition, &self.feed.access.pruning, table.is_remote());
-        let columns = self.aggregation.value_columns(table);
         let job = FoldJob {
-            table: table.clone(),
+            table: self.table.clone(),
             aggregation: self.aggregation.clone(),
             fold: self.fold.clone(),
-            schema: self.schema.clone(),
+            feed: self.feed.clone(),
+            fetch: self.fetch,
+            metrics: self.metrics.clone(),
         };
-        let (feed, fetch) = (self.feed.clone(), self.fetch);
-        let mut reservation =
-            MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
-        let stream = futures::stream::once(Box::pin(async move {
-            let tasks = feed.tasks_of(partition, context, "TetAggregateExec").await?;
-            // Group keys and weights over the stretch this partition's chunks cover: a
-            // partition of a fold split along its grouped axes holds only its own groups.
-            let selection = feed.access.covered(&tasks, &job.table.dataset().record.chunk_shape);
-            let payloads = payload_stream(
-                job.table.clone(),
-                tasks,
-                columns,
-                fetch,
-                PayloadMetrics {
-                    read: metrics.read.clone(),
-                    decode: metrics.fold_timers.to_vec(),
-                },
-            );
-            let (acc, pairs, gi) = job.fold(payloads, &selection, &metrics, &mut reservation).await?;
-            let _t = metrics.baseline.elapsed_compute().timer();
-            let batch = job.emit(&acc, &pairs, &gi)?;
-            metrics.baseline.record_output(batch.num_rows());
-            Ok(batch)
-        }));
+        let schema = self.schema.clone();
+        let stream = match self.output {
+            AggregateOutput::States => futures::stream::once(Box::pin(async move {
+                // Group keys and weights over the stretch this partition's chunks cover: a
+                // partition of a fold split along its grouped axes holds only its own groups.
+                let tasks = job
+                    .feed
+                    .tasks_of(partition, context.clone(), "TetAggregateExec")
+                    .await?;
+                let selection = job.feed.access.covered(&tasks, &job.table.dataset().record.chunk_shape);
+                let groups = Arc::new(job.groups(&selection)?);
+                let folded = job.fold_partition(partition, tasks, &groups, context).await?;
+                let _t = folded.metrics.baseline.elapsed_compute().timer();
+                let batch = job.emit_states(&folded.accs, &folded.pairs, &groups.index, false)?;
+                folded.metrics.baseline.record_output(batch.num_rows());
+                Ok(batch)
+            }))
+            .boxed(),
+            AggregateOutput::Values if partition == 0 => futures::stream::once(Box::pin(async move {
+                let schema = schema.clone();
+                job.fold_all(context, schema).await
+            }))
+            .boxed(),
+            AggregateOutput::Values => {
+                return internal_err!("TetAggregateExec has one output partition, asked for {partition}");
+            }
+        };
         let adapter = RecordBatchStreamAdapter::new(self.schema.clone(), stream);
         Ok(Box::pin(datafusion::physical_plan::coop::cooperative(adapter)))
     }
 }
 
+/// The group index and axis weights over a selection, shared by the partitions that fold
+/// into its groups.
+struct Groups {
+    index: GroupIndex,
+    weights: Vec<AxisValues>,
+}
+
+/// What one partition's fold produced: an accumulator per input, co-moments per pair,
+/// the partition's metrics and the memory reserved for them.
+struct Folded {
+    accs: Vec<Accumulators>,
+    pairs: Vec<Vec<CoMoment>>,
+    metrics: AggregateMetrics,
+    _reservation: MemoryReservation,
+}
+
+/// Everything a partition's fold needs, cloned into the tasks that run it.
+#[derive(Clone)]
 struct FoldJob {
     table: Arc<TableModel>,
     aggregation: Aggregation,
     fold: Arc<FoldPlan>,
-    schema: SchemaRef,
+    feed: ChunkFeed,
+    fetch: FetchOptions,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 /// An evaluated input's values as one of the types the kernels fold.
@@ -644,22 +691,180 @@ enum Values<'a> {
 }
 
 impl FoldJob {
-    async fn fold(
-        &self,
-        mut payloads: BoxStream<'static, Result<Payload>>,
-        selection: &[AxisSelection],
-        metrics: &AggregateMetrics,
-        reservation: &mut MemoryReservation,
-    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>, GroupIndex)> {
+    /// The group index and the axis weights over `selection`.
+    fn groups(&self, selection: &[AxisSelection]) -> Result<Groups> {
         let table = &self.table;
-        let ds = table.dataset();
-        let gi = GroupIndex::new(table, &self.aggregation, selection)?;
+        let index = GroupIndex::new(table, &self.aggregation, selection)?;
         let weights = self
             .fold
             .weights
             .iter()
             .map(|(d, e)| AxisValues::new(table, *d, e, &selection[*d]))
             .collect::<Result<Vec<_>>>()?;
+        Ok(Groups { index, weights })
+    }
+
+    /// Fold `tasks`, those of output `partition` of the feed, into `groups`.
+    async fn fold_partition(
+        &self,
+        partition: usize,
+        tasks: Vec<Arc<ChunkTask>>,
+        groups: &Groups,
+        context: Arc<TaskContext>,
+    ) -> Result<Folded> {
+        let table = &self.table;
+        let metrics = AggregateMetrics::new(&self.metrics, partition, &self.feed.access.pruning, table.is_remote());
+        let mut reservation =
+            MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
+        let payloads = payload_stream(
+            table.clone(),
+            tasks,
+            self.aggregation.value_columns(table),
+            self.fetch,
+            PayloadMetrics {
+                read: metrics.read.clone(),
+                decode: metrics.fold_timers.to_vec(),
+            },
+        );
+        let (accs, pairs) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
+        Ok(Folded {
+            accs,
+            pairs,
+            metrics,
+            _reservation: reservation,
+        })
+    }
+
+    /// Fold every partition of the feed, each in a task of its own (as DataFusion runs
+    /// partitions), into groups over the whole selection; merge them in partition order,
+    /// so that the answer does not depend on which finishes first, and emit each
+    /// aggregate's value ([`AggregateOutput::Values`]).
+    async fn fold_all(self, context: Arc<TaskContext>, schema: SchemaRef) -> Result<RecordBatch> {
+        let groups = Arc::new(self.groups(&self.feed.access.selection)?);
+        let partition = |p: usize| {
+            let (job, groups, context) = (self.clone(), groups.clone(), context.clone());
+            async move {
+                let tasks = job.feed.tasks_of(p, context.clone(), "TetAggregateExec").await?;
+                job.fold_partition(p, tasks, &groups, context).await
+            }
+        };
+        let n = self.feed.partition_count();
+        let mut folded = Vec::with_capacity(n);
+        if n == 1 {
+            folded.push(partition(0).await?);
+        } else {
+            let running: Vec<_> = (0..n).map(|p| SpawnedTask::spawn(partition(p))).collect();
+            for task in running {
+                folded.push(
+                    task.join_unwind()
+                        .await
+                        .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??,
+                );
+            }
+        }
+        let mut parts = folded.into_iter();
+        let Some(mut all) = parts.next() else {
+            return internal_err!("TetAggregateExec: a feed of no partitions");
+        };
+        for part in parts {
+            for (a, b) in all.accs.iter_mut().zip(&part.accs) {
+                a.merge(b);
+            }
+            for (a, b) in all.pairs.iter_mut().zip(&part.pairs) {
+                a.iter_mut().zip(b).for_each(|(a, b)| a.merge(*b));
+            }
+        }
+        all.accs.iter_mut().for_each(Accumulators::settle);
+        let _t = all.metrics.baseline.elapsed_compute().timer();
+        // Without keys, SQL's aggregate has one row even over no cells.
+        let every_group = self.aggregation.groups.is_empty();
+        let states = self.emit_states(&all.accs, &all.pairs, &groups.index, every_group)?;
+        let batch = self.finish(&states, schema)?;
+        all.metrics.baseline.record_output(batch.num_rows());
+        Ok(batch)
+    }
+
+    /// Each aggregate's value from its partial states (`states`, as [`Self::emit_states`]
+    /// makes them), as DataFusion's merge of them would finish: counts and sums as they
+    /// are, a mean as the sum over the count, the variance family and the co-moment
+    /// functions by [`Moments::finish`] and [`CoMoment::finish`].
+    fn finish(&self, states: &RecordBatch, schema: SchemaRef) -> Result<RecordBatch> {
+        let keys = self.aggregation.groups.len();
+        let mut cols: Vec<ArrayRef> = states.columns()[..keys].to_vec();
+        for (i, spec) in self.aggregation.aggs.iter().enumerate() {
+            let state = |s: State| -> Result<&ArrayRef> {
+                let name = self.aggregation.state_name(i, s);
+                states
+                    .column_by_name(&name)
+                    .ok_or_else(|| DataFusionError::Internal(format!("TetAggregateExec: no state {name}")))
+            };
+            let f64s = |s: State| -> Result<ArrayRef> { Ok(arrow::compute::cast(state(s)?, &DataType::Float64)?) };
+            let u64s = |s: State| -> Result<ArrayRef> { Ok(arrow::compute::cast(state(s)?, &DataType::UInt64)?) };
+            let value: ArrayRef = match spec.func {
+                AggFunc::CountStar => state(State::Cells)?.clone(),
+                AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => {
+                    let s = match spec.func {
+                        AggFunc::Count => State::Count,
+                        AggFunc::Sum => State::Sum,
+                        AggFunc::Min => State::Min,
+                        _ => State::Max,
+                    };
+                    state(s)?.clone()
+                }
+                AggFunc::Avg => arrow::compute::kernels::numeric::div(&f64s(State::Sum)?, &f64s(State::Count)?)?,
+                f if f.is_moment() => {
+                    let (n, mean, m2) = (u64s(State::Count)?, f64s(State::Mean)?, f64s(State::M2)?);
+                    let (n, mean, m2) = (
+                        n.as_primitive::<UInt64Type>(),
+                        mean.as_primitive::<Float64Type>(),
+                        m2.as_primitive::<Float64Type>(),
+                    );
+                    Arc::new(Float64Array::from_iter((0..n.len()).map(|g| {
+                        let m = Moments {
+                            n: n.value(g),
+                            mean: mean.value(g),
+                            m2: m2.value(g),
+                        };
+                        m.finish(f)
+                    })))
+                }
+                f => {
+                    let n = u64s(State::Count)?;
+                    let n = n.as_primitive::<UInt64Type>();
+                    let parts = [State::Mean, State::MeanY, State::M2, State::M2Y, State::CoM2]
+                        .map(f64s)
+                        .into_iter()
+                        .collect::<Result<Vec<_>>>()?;
+                    let v: Vec<&Float64Array> = parts.iter().map(|a| a.as_primitive::<Float64Type>()).collect();
+                    Arc::new(Float64Array::from_iter((0..n.len()).map(|g| {
+                        let m = CoMoment {
+                            n: n.value(g),
+                            mean_x: v[0].value(g),
+                            mean_y: v[1].value(g),
+                            m2_x: v[2].value(g),
+                            m2_y: v[3].value(g),
+                            c2: v[4].value(g),
+                        };
+                        m.finish(f)
+                    })))
+                }
+            };
+            cols.push(arrow::compute::cast(&value, &spec.value_type())?);
+        }
+        Ok(RecordBatch::try_new(schema, cols)?)
+    }
+
+    /// Fold `payloads` into accumulators over `groups`.
+    async fn fold(
+        &self,
+        mut payloads: BoxStream<'static, Result<Payload>>,
+        groups: &Groups,
+        metrics: &AggregateMetrics,
+        reservation: &mut MemoryReservation,
+    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>)> {
+        let table = &self.table;
+        let ds = table.dataset();
+        let (gi, weights) = (&groups.index, &groups.weights);
         // The session's memory pool holds what the fold keeps per group and position
         // (`-m` / `memory_limit` give DataFusion's "resources exhausted", not an OOM kill);
         // the accumulators are reserved before they are allocated.
@@ -770,7 +975,7 @@ impl FoldJob {
                 let slab = &slab;
                 let walk = CellWalk {
                     table,
-                    gi: &gi,
+                    gi,
                     task: slab,
                     start: &start,
                     cells,
@@ -782,7 +987,7 @@ impl FoldJob {
                     let [sums, counts] = accs
                         .get_disjoint_mut([a, b])
                         .map_err(|e| DataFusionError::Internal(format!("stored pair ({a}, {b}): {e}")))?;
-                    fold_stored_pair(table, (sums, counts), &gi, slab, &start, tile, range);
+                    fold_stored_pair(table, (sums, counts), gi, slab, &start, tile, range);
                 }
                 for (i, (input, acc)) in self.fold.inputs.iter().zip(accs.iter_mut()).enumerate() {
                     if pair.is_some_and(|((a, b), _)| i == a || i == b) {
@@ -798,7 +1003,7 @@ impl FoldJob {
                             // The cells that pass hold values in the columns compared.
                             walk.run(&[], ranges, None, &mut kernel)?
                         }
-                        Source::Stored { ranges } => fold_stored(table, acc, &gi, slab, &start, tile, ranges.of(0)),
+                        Source::Stored { ranges } => fold_stored(table, acc, gi, slab, &start, tile, ranges.of(0)),
                         Source::Program { program, ranges } => {
                             let program = &self.fold.programs[*program];
                             let mut kernel = ProgramKernel {
@@ -822,7 +1027,7 @@ impl FoldJob {
                                 value: *value,
                                 f32_product: *f32_product,
                             };
-                            fold_weighted(table, acc, &gi, slab, &start, tile, w, ranges.of(0))?
+                            fold_weighted(table, acc, gi, slab, &start, tile, w, ranges.of(0))?
                         }
                         Source::WeightedProgram {
                             program,
@@ -874,7 +1079,7 @@ impl FoldJob {
                         rows: row_mask.as_ref(),
                         filter: filter.as_ref(),
                     };
-                    fold_evaluated(input, acc, &gi, &task, &start, value.as_ref(), masks)?
+                    fold_evaluated(input, acc, gi, &task, &start, value.as_ref(), masks)?
                 }
             }
             for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
@@ -887,16 +1092,23 @@ impl FoldJob {
                     rows: row_mask.as_ref(),
                     filter: filter.as_ref(),
                 };
-                fold_pair(acc, &gi, &task, &start, &x, &y, masks)?
+                fold_pair(acc, gi, &task, &start, &x, &y, masks)?
             }
         }
         accs.iter_mut().for_each(Accumulators::settle);
-        Ok((accs, pairs, gi))
+        Ok((accs, pairs))
     }
 
-    fn emit(&self, accs: &[Accumulators], pairs: &[Vec<CoMoment>], gi: &GroupIndex) -> Result<RecordBatch> {
+    /// The keys and partial states of the groups a row folded into, or of `every_group`.
+    fn emit_states(
+        &self,
+        accs: &[Accumulators],
+        pairs: &[Vec<CoMoment>],
+        gi: &GroupIndex,
+        every_group: bool,
+    ) -> Result<RecordBatch> {
         let rows = &accs[self.fold.rows];
-        let touched: Vec<usize> = (0..rows.len()).filter(|&g| rows.cells[g] > 0).collect();
+        let touched: Vec<usize> = (0..rows.len()).filter(|&g| every_group || rows.cells[g] > 0).collect();
         let mut cols = gi.key_columns(&touched)?;
         for column in self.aggregation.state_columns() {
             cols.push(match self.fold.of_agg[column.agg] {
@@ -904,7 +1116,10 @@ impl FoldJob {
                 Slot::Pair(j) => comoment_array(column.state, &pairs[j], &touched)?,
             });
         }
-        Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
+        Ok(RecordBatch::try_new(
+            self.aggregation.schema(AggregateOutput::States),
+            cols,
+        )?)
     }
 
     /// One partial-state column over the `touched` groups. The accumulators hold

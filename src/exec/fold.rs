@@ -15,7 +15,7 @@
 
 use super::simd::{multiversion, prefetch_ahead, prefetch_lines_ahead};
 use crate::format::{MissingValues, elements};
-use crate::plan::{Affine, KeyRange, NanRule, order_key};
+use crate::plan::{Affine, AggFunc, KeyRange, NanRule, order_key};
 use half::f16;
 
 /// A variance state: count, mean and sum of squared deviations (M2).
@@ -42,6 +42,21 @@ impl Moments {
         self.mean += delta * nb / total;
         self.m2 += m2 + delta * delta * na * nb / total;
         self.n += n;
+    }
+
+    /// The statistic of variance-family `func` ([`AggFunc::is_moment`]), NULL where
+    /// DataFusion's is: no values, or one for the sample forms. `None` for another function.
+    pub fn finish(self, func: AggFunc) -> Option<f64> {
+        let n = self.n as f64;
+        let var = match func {
+            AggFunc::VarPop | AggFunc::StddevPop if self.n > 0 => self.m2 / n,
+            AggFunc::VarSamp | AggFunc::StddevSamp if self.n > 1 => self.m2 / (n - 1.0),
+            _ => return None,
+        };
+        Some(match func {
+            AggFunc::StddevPop | AggFunc::StddevSamp => var.sqrt(),
+            _ => var,
+        })
     }
 }
 
@@ -196,6 +211,48 @@ impl CoMoment {
             m2_x: lanes_total(qx),
             m2_y: lanes_total(qy),
             c2: lanes_total(c),
+        }
+    }
+
+    /// The statistic co-moment aggregate `func` finishes with, NULL where DataFusion's is: no
+    /// pairs (one, for the sample covariance and the correlation), or a correlation with a
+    /// constant input. A correlation of inputs that are all NaN is NaN; of one that has a NaN,
+    /// NULL. The regressions of `y` (the first input: `x`, `mean_x`, `m2_x` of the state) on
+    /// `x` (the second: `y`, `mean_y`, `m2_y`) are NULL without pairs and, for the slope,
+    /// intercept and R², with fewer than two or a constant `x` (or `y`, for R²). `None` for a
+    /// function that is not a co-moment one .
+    pub fn finish(self, func: AggFunc) -> Option<f64> {
+        let m = self;
+        let n = m.n as f64;
+        // DataFusion tests the population variances.
+        let (var_x, var_y) = (m.m2_y / n, m.m2_x / n);
+        let slope = (m.c2 / n) / var_x;
+        let any = m.n > 0;
+        let fitted = m.n > 1 && var_x != 0.0;
+        match func {
+            AggFunc::CovarPop => (m.n > 0).then(|| m.c2 / n),
+            AggFunc::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
+            AggFunc::Corr => {
+                if m.n > 0 && m.mean_x.is_nan() && m.mean_y.is_nan() {
+                    return Some(f64::NAN);
+                }
+                if m.n < 2 || m.mean_x.is_nan() || m.mean_y.is_nan() || m.m2_x == 0.0 || m.m2_y == 0.0 {
+                    return None;
+                }
+                Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
+            }
+            AggFunc::RegrSlope => fitted.then_some(slope),
+            AggFunc::RegrIntercept => fitted.then_some(m.mean_x - slope * m.mean_y),
+            AggFunc::RegrR2 => (fitted && var_y != 0.0).then(|| {
+                let cov = m.c2 / n;
+                (cov * cov) / (var_x * var_y)
+            }),
+            AggFunc::RegrAvgX => any.then_some(m.mean_y),
+            AggFunc::RegrAvgY => any.then_some(m.mean_x),
+            AggFunc::RegrSxx => any.then_some(m.m2_y),
+            AggFunc::RegrSyy => any.then_some(m.m2_x),
+            AggFunc::RegrSxy => any.then_some(m.c2),
+            _ => None,
         }
     }
 

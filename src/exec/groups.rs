@@ -71,13 +71,15 @@ impl GroupIndex {
                     Some(e) => evaluate_on(e, &batch)?,
                 });
             }
-            // One id per distinct key tuple, in order of first appearance; a lone axis key
-            // keeps one id per position (equal labels merge above).
-            let (rank, first): (Vec<u32>, Vec<u32>) = if let [None] = mine
-                .iter()
-                .map(|&k| aggregation.groups[k].expr.as_ref())
-                .collect::<Vec<_>>()[..]
-            {
+            // One id per distinct key tuple, in order of first appearance; a lone key of an
+            // axis of distinct values is one id per position.
+            let lone = matches!(
+                mine.iter()
+                    .map(|&k| aggregation.groups[k].expr.as_ref())
+                    .collect::<Vec<_>>()[..],
+                [None]
+            );
+            let (rank, first): (Vec<u32>, Vec<u32>) = if lone && table.axes[d].distinct {
                 let r: Vec<u32> = (0..pos.len() as u32).collect();
                 consecutive[d] = true;
                 (r.clone(), r)

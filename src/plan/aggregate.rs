@@ -175,6 +175,20 @@ impl State {
     }
 }
 
+/// What a fold emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggregateOutput {
+    /// Per output partition, one row per group it touched: the keys, then the partial
+    /// states of every aggregate ([`Aggregation::state_columns`]), merged by an aggregate
+    /// above. A distributed plan (Ballista) needs these: its partitions run apart.
+    States,
+    /// One output partition that folds every planned partition itself and emits one row
+    /// per group (one row with no keys, as SQL's aggregate over no rows): the keys, then
+    /// each aggregate's value ([`AggSpec::value_type`]). Only for aggregations whose groups
+    /// fit [`SPLIT_GROUPS_ABOVE`] slots, as each partition then holds all of them.
+    Values,
+}
+
 /// One partial-state column of an [`Aggregation`]'s output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateColumn {
@@ -307,6 +321,18 @@ impl AggSpec {
         }
     }
 
+    /// The type of the aggregate's value as [`AggregateOutput::Values`] emits it: counts
+    /// Int64, sums of the sum type, extremes of the input type, the rest Float64 (the
+    /// types DataFusion's own functions return).
+    pub fn value_type(&self) -> DataType {
+        match self.func {
+            AggFunc::CountStar | AggFunc::Count => DataType::Int64,
+            AggFunc::Sum => sum_type(&self.input_type),
+            AggFunc::Min | AggFunc::Max => self.input_type.clone(),
+            _ => DataType::Float64,
+        }
+    }
+
     /// An aggregate of `v` (input type `input_type`) without `FILTER`.
     pub fn of_value(func: AggFunc, input_type: DataType) -> Self {
         AggSpec {
@@ -394,19 +420,41 @@ impl Aggregation {
         .name()
     }
 
-    /// Output schema: the group keys, then every partial-state column.
-    pub fn schema(&self) -> SchemaRef {
+    /// The name of aggregate `agg`'s column in [`AggregateOutput::Values`]: prefixed
+    /// `__tet_`, as expression keys are, so that it does not meet the axes' names of keys.
+    pub fn value_name(&self, agg: usize) -> String {
+        format!("__tet_value{agg}")
+    }
+
+    /// Output schema of `output`: the group keys, then every partial-state column or
+    /// every aggregate's value.
+    pub fn schema(&self, output: AggregateOutput) -> SchemaRef {
         let mut fields: Vec<Field> = self
             .groups
             .iter()
             .map(|k| Field::new(&k.name, k.data_type.clone(), k.expr.is_some()))
             .collect();
-        fields.extend(
-            self.state_columns()
-                .into_iter()
-                .map(|c| Field::new(c.name(), c.data_type, true)),
-        );
+        match output {
+            AggregateOutput::States => fields.extend(
+                self.state_columns()
+                    .into_iter()
+                    .map(|c| Field::new(c.name(), c.data_type, true)),
+            ),
+            AggregateOutput::Values => fields.extend(
+                self.aggs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| Field::new(self.value_name(i), a.value_type(), true)),
+            ),
+        }
         Arc::new(Schema::new(fields))
+    }
+
+    /// Whether [`AggregateOutput::Values`] may fold this aggregation over `table`: its
+    /// grouped axes span at most [`SPLIT_GROUPS_ABOVE`] slots whatever is selected, so
+    /// partitions are never split along them and each holds every group.
+    pub fn fits_one_output(&self, table: &TableModel) -> bool {
+        self.dense_groups(table) <= SPLIT_GROUPS_ABOVE
     }
 
     /// The distinct grouped axes, ascending.

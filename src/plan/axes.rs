@@ -39,6 +39,9 @@ pub struct Axis {
     pub source: AxisSource,
     /// Value at each position (`None` for positions).
     pub values: Option<ArrayRef>,
+    /// No two positions hold equal values, as a `GROUP BY` compares them (NULLs equal):
+    /// grouping by the axis alone then makes one group per position.
+    pub distinct: bool,
     /// Attributes of the coordinate variable (`units`, `long_name`, ...), if any.
     pub attrs: BTreeMap<String, String>,
 }
@@ -155,11 +158,22 @@ pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<
             name,
             extent,
             source: src,
+            distinct: values.as_ref().is_none_or(all_distinct),
             values,
             attrs,
         });
     }
     Ok(out)
+}
+
+/// Whether no two of `values` are equal as group keys: equal rows in Arrow's row format
+/// (which DataFusion groups by), NULLs equal to each other.
+fn all_distinct(values: &ArrayRef) -> bool {
+    let rows = arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
+        .and_then(|c| c.convert_columns(std::slice::from_ref(values)));
+    let Ok(rows) = rows else { return false };
+    let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
+    rows.iter().all(|r| seen.insert(r))
 }
 
 /// Type footer labels: all integers → Int64, all numbers → Float64, all ISO-8601

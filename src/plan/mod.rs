@@ -23,9 +23,9 @@ mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
 pub use aggregate::{
-    Affine, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
-    StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input, weighted_expr,
-    weighted_input, widens,
+    Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE,
+    State, StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input,
+    weighted_expr, weighted_input, widens,
 };
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};

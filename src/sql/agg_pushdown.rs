@@ -10,7 +10,7 @@
 //! ```text
 //! Projection(final values, original names and types)
 //!   Aggregate(group: keys, aggr: merges of partial states)
-//!     TableScan(TetPartialAggregate)   -- scans as TetAggregateExec
+//!     TableScan(TetAggregateTable)   -- scans as TetAggregateExec
 //! ```
 //! A key is an axis column or a deterministic expression of one axis column
 //! ([`GroupKey`]); an input is `v`, a widening cast of it, an affine Float64 expression of
@@ -27,8 +27,8 @@ use super::session_options::TetConfig;
 use super::table::TetTableProvider;
 use crate::exec::{ChunkFeed, TetAggregateExec, weighted_program};
 use crate::plan::{
-    AccessPlan, AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, affine_of,
-    expr_columns, is_numeric, value_input, weighted_input,
+    AccessPlan, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, State,
+    TableModel, affine_of, expr_columns, is_numeric, value_input, weighted_input,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
@@ -61,17 +61,15 @@ impl OptimizerRule for TetAggregatePushdown {
     }
 
     fn rewrite(&self, plan: LogicalPlan, config: &dyn OptimizerConfig) -> Result<Transformed<LogicalPlan>> {
-        let enabled = config
-            .options()
-            .extensions
-            .get::<TetConfig>()
-            .is_none_or(|c| c.aggregate_pushdown);
-        if !enabled {
+        let all = config.options();
+        let options = all.extensions.get::<TetConfig>();
+        if !options.is_none_or(|c| c.aggregate_pushdown) {
             return Ok(Transformed::no(plan));
         }
+        let merge_in_scan = options.is_none_or(|c| c.merge_in_scan);
         // Bottom-up, a projection above the aggregate is visited right after the aggregate
         // was rewritten: merging the two then spares the optimizer the pass that would.
-        match try_rewrite(&plan)? {
+        match try_rewrite(&plan, merge_in_scan)? {
             Some(p) => Ok(Transformed::yes(p)),
             None => match merge_projections(&plan)? {
                 Some(p) => Ok(Transformed::yes(p)),
@@ -223,7 +221,7 @@ impl Layer<'_> {
     }
 }
 
-fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
+fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Aggregate(agg) = plan else {
         return Ok(None);
     };
@@ -323,17 +321,41 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         return Ok(None);
     }
     let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);
+    let output = match merge_in_scan && aggregation.fits_one_output(table) {
+        true => AggregateOutput::Values,
+        false => AggregateOutput::States,
+    };
     // Providers see filters with unqualified columns, as DataFusion's planner hands them over.
     let filters = datafusion::logical_expr::expr_rewriter::unnormalize_cols(scan.filters.clone());
-    let partial = TetPartialAggregate::new(table.clone(), filters, aggregation.clone());
+    let folded = TetAggregateTable::new(table.clone(), filters, aggregation.clone(), output);
     let qualifier = scan.table_name.clone();
-    // Every state column is merged: the scan projects them all, as DataFusion's
-    // `optimize_projections` would, so the rewritten plan needs no further optimizer pass
-    // (a third pass over it cost a third of the logical optimizer's time).
-    let states = Some((0..partial.schema.fields().len()).collect());
-    let input = LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(partial)), states)?.build()?;
+    // The scan projects every column, as DataFusion's `optimize_projections` would, so the
+    // rewritten plan needs no further optimizer pass (a third pass over it cost a third of
+    // the logical optimizer's time).
+    let every_column = Some((0..folded.schema.fields().len()).collect());
+    let input =
+        LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(folded)), every_column)?.build()?;
+    let column = |name: String| Expr::Column(Column::new(Some(qualifier.clone()), name));
+    // The original output: names, qualifiers and types.
+    let restore = |input: LogicalPlan, finals: Vec<Expr>| -> Result<LogicalPlan> {
+        let mut projection = Vec::new();
+        for (i, (q, field)) in agg.schema.iter().enumerate() {
+            let e = match i.checked_sub(groups.len()) {
+                None => column(groups[i].name.clone()),
+                Some(a) => finals[a].clone(),
+            };
+            let e = cast(e, field.data_type().clone());
+            projection.push(e.alias_qualified(q.cloned(), field.name()));
+        }
+        LogicalPlanBuilder::from(input).project(projection)?.build()
+    };
+    if output == AggregateOutput::Values {
+        // The scan's rows are the answer: one per group, each aggregate's value.
+        let values = (0..aggs.len()).map(|i| column(aggregation.value_name(i))).collect();
+        return restore(input, values).map(Some);
+    }
 
-    let state = |name: String| Expr::Column(Column::new(Some(qualifier.clone()), name));
+    let state = column;
     let group_exprs: Vec<Expr> = groups.iter().map(|k| state(k.name.clone())).collect();
     let mut merge_exprs = Vec::new();
     let mut finals = Vec::new();
@@ -418,25 +440,13 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let merged = LogicalPlanBuilder::from(input)
         .aggregate(group_exprs, merge_exprs)?
         .build()?;
-    // Restore the original output: names, qualifiers and types.
-    let out_schema = agg.schema.clone();
-    let mut projection = Vec::new();
-    for (i, (q, field)) in out_schema.iter().enumerate() {
-        let e = if i < groups.len() {
-            Expr::Column(Column::new(Some(qualifier.clone()), groups[i].name.clone()))
-        } else {
-            finals[i - groups.len()].clone()
-        };
-        let e = cast(e, field.data_type().clone());
-        projection.push(e.alias_qualified(q.cloned(), field.name()));
-    }
-    Ok(Some(LogicalPlanBuilder::from(merged).project(projection)?.build()?))
+    restore(merged, finals).map(Some)
 }
 
-/// A projection over the rewrite's own projection of merged states, as one projection:
-/// what `optimize_projections` would do in the optimizer's next pass (a pass of every
-/// rule), done while the rule is at it. Output names, qualifiers and types are the outer
-/// projection's.
+/// A projection over the rewrite's own projection (of merged states, or of the scan's
+/// values), as one projection: what `optimize_projections` would do in the optimizer's
+/// next pass (a pass of every rule), done while the rule is at it. Output names,
+/// qualifiers and types are the outer projection's.
 fn merge_projections(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Projection(outer) = plan else {
         return Ok(None);
@@ -444,15 +454,16 @@ fn merge_projections(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Projection(inner) = outer.input.as_ref() else {
         return Ok(None);
     };
-    let LogicalPlan::Aggregate(agg) = inner.input.as_ref() else {
-        return Ok(None);
+    let below = match inner.input.as_ref() {
+        LogicalPlan::Aggregate(agg) => agg.input.as_ref(),
+        other => other,
     };
-    let LogicalPlan::TableScan(scan) = agg.input.as_ref() else {
+    let LogicalPlan::TableScan(scan) = below else {
         return Ok(None);
     };
     let ours = source_as_provider(&scan.source)
         .ok()
-        .is_some_and(|p| p.downcast_ref::<TetPartialAggregate>().is_some());
+        .is_some_and(|p| p.downcast_ref::<TetAggregateTable>().is_some());
     if !ours {
         return Ok(None);
     }
@@ -472,26 +483,33 @@ fn merge_projections(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     )?)))
 }
 
-/// A table whose scan is [`TetAggregateExec`]: the partial states of an aggregation over
-/// one dataset with pushed axis filters.
+/// A table whose scan is [`TetAggregateExec`]: an aggregation over a table with pushed
+/// axis filters, as partial states or as the aggregates' values ([`AggregateOutput`]).
 #[derive(Debug, Clone)]
-pub struct TetPartialAggregate {
+pub struct TetAggregateTable {
     table: Arc<TableModel>,
     filters: Vec<Expr>,
     aggregation: Aggregation,
+    output: AggregateOutput,
     schema: SchemaRef,
 }
 
-impl TetPartialAggregate {
-    /// The partial `aggregation` over `table` restricted by `filters`.
-    pub fn new(table: Arc<TableModel>, filters: Vec<Expr>, aggregation: Aggregation) -> Self {
-        let schema = aggregation.schema();
-        TetPartialAggregate {
+impl TetAggregateTable {
+    /// `aggregation` over `table` restricted by `filters`, emitting `output`.
+    pub fn new(table: Arc<TableModel>, filters: Vec<Expr>, aggregation: Aggregation, output: AggregateOutput) -> Self {
+        let schema = aggregation.schema(output);
+        TetAggregateTable {
             table,
             filters,
             aggregation,
+            output,
             schema,
         }
+    }
+
+    /// What its rows are.
+    pub fn output(&self) -> AggregateOutput {
+        self.output
     }
 
     /// The underlying table.
@@ -509,7 +527,7 @@ impl TetPartialAggregate {
 }
 
 #[async_trait]
-impl TableProvider for TetPartialAggregate {
+impl TableProvider for TetAggregateTable {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -537,6 +555,7 @@ impl TableProvider for TetPartialAggregate {
             self.aggregation.clone(),
             ChunkFeed::new(access, &partitions)?,
             config.fetch_options(),
+            self.output,
         )?);
         match projection {
             Some(p) if *p != (0..self.schema.fields().len()).collect::<Vec<_>>() => {

@@ -5,6 +5,8 @@
 //! pushdown uses them so partial states stay exact instead of being rebuilt from sums of
 //! squares.
 //!
+//! Both finish as [`Moments::finish`] and [`CoMoment::finish`] say.
+//!
 //! `tet_corr`, `tet_covar_pop`, `tet_covar_samp` `(n, mean_x, mean_y, m2_x, m2_y, c2)`:
 //! the same for co-moment states, finished as DataFusion's `corr`, `covar_pop` and
 //! `covar_samp` would.
@@ -46,17 +48,14 @@ impl MomentKind {
         }
     }
 
-    fn finish(self, m: Moments) -> Option<f64> {
-        let n = m.n as f64;
-        let var = match self {
-            MomentKind::VarPop | MomentKind::StddevPop if m.n > 0 => m.m2 / n,
-            MomentKind::VarSamp | MomentKind::StddevSamp if m.n > 1 => m.m2 / (n - 1.0),
-            _ => return None,
-        };
-        Some(match self {
-            MomentKind::StddevPop | MomentKind::StddevSamp => var.sqrt(),
-            _ => var,
-        })
+    /// The aggregate function it finishes as.
+    pub fn func(self) -> AggFunc {
+        match self {
+            MomentKind::VarPop => AggFunc::VarPop,
+            MomentKind::VarSamp => AggFunc::VarSamp,
+            MomentKind::StddevPop => AggFunc::StddevPop,
+            MomentKind::StddevSamp => AggFunc::StddevSamp,
+        }
     }
 }
 
@@ -70,47 +69,6 @@ pub fn merge_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
     out.extend([false, true].map(|max| FloatExtreme::new(max).into()));
     out.extend(AggFunc::ALL.into_iter().filter_map(MergeCoMoments::new).map(Into::into));
     out
-}
-
-/// The statistic co-moment aggregate `func` finishes with, NULL where DataFusion's is: no
-/// pairs (one, for the sample covariance and the correlation), or a correlation with a
-/// constant input. A correlation of inputs that are all NaN is NaN; of one that has a NaN,
-/// NULL. The regressions of `y` (the first input: `x`, `mean_x`, `m2_x` of the state) on
-/// `x` (the second: `y`, `mean_y`, `m2_y`) are NULL without pairs and, for the slope,
-/// intercept and R², with fewer than two or a constant `x` (or `y`, for R²). `None` for a
-/// function that is not a co-moment one ([`MergeCoMoments::new`] refuses those).
-fn finish_co_moments(func: AggFunc, m: CoMoment) -> Option<f64> {
-    let n = m.n as f64;
-    // DataFusion tests the population variances.
-    let (var_x, var_y) = (m.m2_y / n, m.m2_x / n);
-    let slope = (m.c2 / n) / var_x;
-    let any = m.n > 0;
-    let fitted = m.n > 1 && var_x != 0.0;
-    match func {
-        AggFunc::CovarPop => (m.n > 0).then(|| m.c2 / n),
-        AggFunc::CovarSamp => (m.n > 1).then(|| m.c2 / (n - 1.0)),
-        AggFunc::Corr => {
-            if m.n > 0 && m.mean_x.is_nan() && m.mean_y.is_nan() {
-                return Some(f64::NAN);
-            }
-            if m.n < 2 || m.mean_x.is_nan() || m.mean_y.is_nan() || m.m2_x == 0.0 || m.m2_y == 0.0 {
-                return None;
-            }
-            Some(m.c2 / m.m2_x.sqrt() / m.m2_y.sqrt())
-        }
-        AggFunc::RegrSlope => fitted.then_some(slope),
-        AggFunc::RegrIntercept => fitted.then_some(m.mean_x - slope * m.mean_y),
-        AggFunc::RegrR2 => (fitted && var_y != 0.0).then(|| {
-            let cov = m.c2 / n;
-            (cov * cov) / (var_x * var_y)
-        }),
-        AggFunc::RegrAvgX => any.then_some(m.mean_y),
-        AggFunc::RegrAvgY => any.then_some(m.mean_x),
-        AggFunc::RegrSxx => any.then_some(m.m2_y),
-        AggFunc::RegrSyy => any.then_some(m.m2_x),
-        AggFunc::RegrSxy => any.then_some(m.c2),
-        _ => None,
-    }
 }
 
 /// The merge UDAF of one co-moment aggregate ([`AggFunc::is_comoment`]), registered as
@@ -212,7 +170,7 @@ impl Accumulator for CoMomentsAccumulator {
         ])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(finish_co_moments(self.func, self.m)))
+        Ok(ScalarValue::Float64(self.m.finish(self.func)))
     }
     fn size(&self) -> usize {
         std::mem::size_of::<Self>()
@@ -298,7 +256,7 @@ impl Accumulator for MomentsAccumulator {
         ])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(self.kind.finish(self.m)))
+        Ok(ScalarValue::Float64(self.m.finish(self.kind.func())))
     }
     fn size(&self) -> usize {
         std::mem::size_of::<Self>()

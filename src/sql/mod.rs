@@ -14,7 +14,7 @@ mod merge;
 mod session_options;
 mod table;
 
-pub use agg_pushdown::{TetAggregatePushdown, TetPartialAggregate};
+pub use agg_pushdown::{TetAggregatePushdown, TetAggregateTable};
 pub use factory::{TetTableFactory, TetTableOptions};
 pub use functions::{MetadataKind, TetChunksFunction, TetDatasetsFunction, TetFunction, TetMetadataTable};
 pub use join_rewrite::TetJoinRewrite;

@@ -1,5 +1,6 @@
 //! Session options of datafusion-tet (namespace `tet`): `SET tet.aggregate_pushdown =
-//! false` turns the aggregate pushdown off and `SET tet.join_rewrite = false` the join
+//! false` turns the aggregate pushdown off, `SET tet.merge_in_scan = false` leaves the
+//! merge of its partitions to DataFusion, and `SET tet.join_rewrite = false` the join
 //! rewrite (used to compare against DataFusion's own plan); `SET tet.nan_is_null = true` makes every NaN NULL; `tet.coalesce_gap_bytes`,
 //! `tet.max_request_bytes`, `tet.fetch_concurrency` and `tet.fetch_window_bytes` tune object
 //! store reads; `tet.max_tile_bytes`, `tet.max_dataset_cells` and `tet.max_axis_positions`
@@ -17,6 +18,11 @@ datafusion::common::extensions_options! {
     pub struct TetConfig {
         /// Replace aggregations over `.tet` scans by `TetAggregateExec`.
         pub aggregate_pushdown: bool, default = true
+        /// Let `TetAggregateExec` merge its partitions itself and emit the aggregates'
+        /// values in one partition when the groups fit 2^18 slots (no partial aggregate,
+        /// repartition and final aggregate above it); off, DataFusion merges partial
+        /// states. Ballista sessions turn it off: their partitions run apart.
+        pub merge_in_scan: bool, default = true
         /// Plan inner joins of `.tet` tables on all of their axes, whose axis values are
         /// equal, as one scan of both tables' value columns.
         pub join_rewrite: bool, default = true

@@ -4,12 +4,25 @@
 
 use crate::common::{Rng, Val, assert_same, close, ctx, rows, rows_and_scan_metrics, sorted, tempdir};
 use crate::sql_differential::Case;
-use datafusion::physical_plan::displayable;
+use datafusion::physical_plan::{ExecutionPlanProperties, displayable};
 use datafusion::prelude::SessionContext;
 
 pub async fn no_pushdown() -> SessionContext {
     let c = ctx();
     c.sql("SET tet.aggregate_pushdown = false")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    c
+}
+
+/// A session whose pushdown leaves the merge of the fold's partitions to DataFusion
+/// (`tet.merge_in_scan = false`): partial states per partition, as Ballista runs it.
+pub async fn merged_by_datafusion() -> SessionContext {
+    let c = ctx();
+    c.sql("SET tet.merge_in_scan = false")
         .await
         .unwrap()
         .collect()
@@ -110,6 +123,7 @@ pub fn random_aggregate(case: &Case, rng: &mut Rng, from: &str) -> String {
 async fn random_aggregates_equal_datafusion() {
     let dir = tempdir();
     let (on, off) = (ctx(), no_pushdown().await);
+    let states = merged_by_datafusion().await;
     let mut rng = Rng(77);
     let mut compared = 0;
     for k in 0..30 {
@@ -120,6 +134,7 @@ async fn random_aggregates_equal_datafusion() {
         for _ in 0..4 {
             let sql = random_aggregate(&case, &mut rng, &from);
             compared += compare(&on, &off, &sql, Some(true)).await as usize;
+            compare(&states, &off, &sql, Some(true)).await;
         }
     }
     // Most random queries are valid SQL (some compare a text label with a number).
@@ -160,6 +175,62 @@ async fn query_shapes_around_the_aggregate() {
     ];
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
+    }
+}
+
+/// Lines of an indented physical plan naming the operator `name`.
+fn operators(plan: &str, name: &str) -> usize {
+    plan.lines().filter(|l| l.trim_start().starts_with(name)).count()
+}
+
+/// By default the fold merges its partitions itself: the plan is a projection over
+/// `TetAggregateExec` with one output partition, no aggregate, repartition or coalesce of
+/// DataFusion's above it, and the answers are DataFusion's, also with more partitions
+/// than chunks and over no cells. With `tet.merge_in_scan = false`, DataFusion's
+/// aggregate merges partial states.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fold_merges_its_partitions_in_one_output() {
+    let dir = tempdir();
+    let off = no_pushdown().await;
+    let states = merged_by_datafusion().await;
+    let mut rng = Rng(3);
+    let case = Case::first(&mut rng, dir.path(), |c| c.axes.len() >= 2 && c.dtype.is_float());
+    let f = format!("tet('{}', 't')", case.path);
+    let (a0, a1) = (&case.axes[0].name, &case.axes[1].name);
+    let never = match &case.axes[0].values[0] {
+        Val::Str(_) => format!("{a0} = 'nope'"),
+        _ => format!("{a0} < -1000000"),
+    };
+    let queries = [
+        format!("SELECT avg(v) FROM {f}"),
+        format!(
+            "SELECT {a0}, sum(v), count(*), count(v), var(v), stddev_pop(v), min(v), max(v) FROM {f} GROUP BY {a0}"
+        ),
+        format!(
+            "SELECT {a1}, {a0}, avg(v) FILTER (WHERE v > 0), covar_pop(v, v * v), corr(v, v + 1) FROM {f} GROUP BY {a1}, {a0}"
+        ),
+        format!("SELECT count(*), count(v), sum(v), avg(v), min(v), var_samp(v), corr(v, v) FROM {f} WHERE {never}"),
+        format!("SELECT {a0}, count(*) FROM {f} WHERE {never} GROUP BY {a0}"),
+    ];
+    for partitions in [1, 2, 7] {
+        let on = ctx();
+        let set = format!("SET datafusion.execution.target_partitions = {partitions}");
+        on.sql(&set).await.unwrap().collect().await.unwrap();
+        for q in &queries {
+            assert!(compare(&on, &off, q, Some(true)).await, "{q}");
+            let plan = on.sql(q).await.unwrap().create_physical_plan().await.unwrap();
+            let text = plan_text(&on, q).await.unwrap();
+            assert_eq!(plan.output_partitioning().partition_count(), 1, "{q}\n{text}");
+            for merge in ["AggregateExec", "RepartitionExec", "CoalescePartitionsExec"] {
+                assert_eq!(operators(&text, merge), 0, "{q}\n{text}");
+            }
+            assert_eq!(operators(&text, "TetAggregateExec"), 1, "{q}\n{text}");
+        }
+    }
+    for q in &queries {
+        assert!(compare(&states, &off, q, Some(true)).await, "{q}");
+        let text = plan_text(&states, q).await.unwrap();
+        assert!(operators(&text, "AggregateExec: mode=") >= 1, "{q}\n{text}");
     }
 }
 

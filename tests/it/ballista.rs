@@ -110,13 +110,22 @@ async fn codecs_round_trip_logical_and_physical_plans() {
     let path = dir.path().join("cube.tet");
     cube(&path, 64);
     let from = format!("tet('{}', 'temp')", path.display());
-    let ctx = ctx();
+    // The pushdown's scan of values (a local session's default), and of partial states.
+    let (values, states) = (ctx(), ctx());
+    states
+        .sql("SET tet.merge_in_scan = false")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     let (lcodec, pcodec) = (
         TetLogicalExtensionCodec::default(),
         TetPhysicalExtensionCodec::default(),
     );
-    let task = ctx.task_ctx();
-    for sql in CUBE_QUERIES {
+    let runs = CUBE_QUERIES.iter().flat_map(|sql| [(&values, sql), (&states, sql)]);
+    for (ctx, sql) in runs {
+        let task = ctx.task_ctx();
         let sql = q(sql, &from);
         let df = ctx.sql(&sql).await.unwrap();
         let want = rows_of(&df.clone().collect().await.unwrap());
@@ -146,8 +155,9 @@ async fn codecs_round_trip_logical_and_physical_plans() {
         let got = rows_of(&datafusion::physical_plan::collect(back, task.clone()).await.unwrap());
         assert_same(got, want, &sql);
     }
-    // The pushdown's plans travel too: the partial aggregate table and TetAggregateExec.
-    let plan = physical(&ctx, &q(CUBE_QUERIES[3], &from)).await;
+    // The pushdown's plans travel too: the aggregate table and TetAggregateExec.
+    let task = values.task_ctx();
+    let plan = physical(&values, &q(CUBE_QUERIES[3], &from)).await;
     assert!(plan_text(&plan).contains("TetAggregateExec"));
     let bytes = physical_plan_to_bytes_with_extension_codec(plan, &pcodec).unwrap();
     let back = physical_plan_from_bytes_with_extension_codec(&bytes, &task, &pcodec).unwrap();
