@@ -1,10 +1,15 @@
 //! [`TetAggregateExec`]: grouped aggregation folded straight from payload bytes.
 //!
-//! Each output partition folds the selected cells of its chunks into dense accumulators
-//! indexed by the group keys ([`GroupIndex`]: one id per distinct key tuple of each grouped
-//! axis) and emits one row per group it touched: the group's keys, then the partial states
-//! of each aggregate (see [`Aggregation::state_columns`]). A merge aggregate above (built
-//! by the logical rewrite in `sql`) combines partitions and groups whose keys are equal.
+//! Each partition of the feed folds the selected cells of its chunks into dense
+//! accumulators indexed by the group keys ([`GroupIndex`]: one id per distinct key tuple of
+//! each grouped axis). What the node emits is its [`AggregateOutput`]:
+//! - `States`: each partition is an output partition and emits one row per group it
+//!   touched: the group's keys, then the partial states of each aggregate (see
+//!   [`Aggregation::state_columns`]). A merge aggregate above (built by the logical rewrite
+//!   in `sql`) combines partitions.
+//! - `Values`: one output partition runs every partition as a task of its own over one
+//!   group index of the whole selection, merges their accumulators in partition order and
+//!   emits one row per group with each aggregate's value, finished from the merged states.
 //!
 //! Aggregates share accumulators by input ([`Input`]): the stored values of the tile,
 //! optionally kept by ranges of stored values ([`ValueRanges`]: `WHERE`/`FILTER`
@@ -594,10 +599,14 @@ impl DisplayAs for TetAggregateExec {
         let (g, a) = self.describe();
         let location = &self.table.source.location;
         let (chunks, total) = (self.feed.len(), self.feed.access.pruning.chunks_total);
+        let output = match self.output {
+            AggregateOutput::States => "states",
+            AggregateOutput::Values => "values",
+        };
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "TetAggregateExec: file={location}, {}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}",
+                "TetAggregateExec: file={location}, {}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}, output={output}",
                 self.table.datasets_text(),
             ),
             DisplayFormatType::TreeRender => {
@@ -605,7 +614,8 @@ impl DisplayAs for TetAggregateExec {
                 writeln!(f, "{}", self.table.datasets_text())?;
                 writeln!(f, "group_by=[{g}]")?;
                 writeln!(f, "aggr=[{a}]")?;
-                writeln!(f, "chunks={chunks}/{total}")
+                writeln!(f, "chunks={chunks}/{total}")?;
+                writeln!(f, "output={output}")
             }
         }
     }

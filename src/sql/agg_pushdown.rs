@@ -6,18 +6,24 @@
 //!   [Projection(expressions of the columns) | SubqueryAlias | Filter(conditions involving v)]*
 //!     TableScan(TetTableProvider, exact axis filters)
 //! ```
-//! becomes
+//! becomes, when the groups fit one output ([`Aggregation::fits_one_output`]) and
+//! `tet.merge_in_scan` is on (the default),
+//! ```text
+//! Projection(original names and types)
+//!   TableScan(TetAggregateTable: values)   -- scans as TetAggregateExec, one partition
+//! ```
+//! and otherwise
 //! ```text
 //! Projection(final values, original names and types)
 //!   Aggregate(group: keys, aggr: merges of partial states)
-//!     TableScan(TetAggregateTable)   -- scans as TetAggregateExec
+//!     TableScan(TetAggregateTable: states)   -- scans as TetAggregateExec
 //! ```
 //! A key is an axis column or a deterministic expression of one axis column
 //! ([`GroupKey`]); an input is `v`, a widening cast of it, an affine Float64 expression of
 //! it, or any deterministic numeric expression of `v` and the axes ([`AggInput`]); filters
-//! are expressions of `v` and the axes. `TetAggregateExec` emits, per partition, one row
-//! of partial states per group it touched; the merge aggregate combines partitions and
-//! groups whose keys are equal. Partial variance states are (count, mean, M2), merged by
+//! are expressions of `v` and the axes. Emitting states, `TetAggregateExec` emits, per
+//! partition, one row of partial states per group it touched; the merge aggregate combines
+//! partitions. Partial variance states are (count, mean, M2), merged by
 //! the `tet_*` UDAFs; `corr`/`covar_*` states are co-moments, merged by `tet_corr` and
 //! `tet_covar_*`. Over a table of several datasets, every input is an expression of its
 //! value columns and axes, evaluated over the aligned tiles.

@@ -5,11 +5,12 @@
 //! pushdown uses them so partial states stay exact instead of being rebuilt from sums of
 //! squares.
 //!
-//! Both finish as [`Moments::finish`] and [`CoMoment::finish`] say.
-//!
 //! `tet_corr`, `tet_covar_pop`, `tet_covar_samp` `(n, mean_x, mean_y, m2_x, m2_y, c2)`:
 //! the same for co-moment states, finished as DataFusion's `corr`, `covar_pop` and
 //! `covar_samp` would.
+//!
+//! Both finish by [`Moments::finish`] and [`CoMoment::finish`], as the fold does when it
+//! merges its partitions itself.
 
 use crate::exec::fold::{CoMoment, Moments};
 use crate::plan::AggFunc;

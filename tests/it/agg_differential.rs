@@ -225,12 +225,14 @@ async fn the_fold_merges_its_partitions_in_one_output() {
                 assert_eq!(operators(&text, merge), 0, "{q}\n{text}");
             }
             assert_eq!(operators(&text, "TetAggregateExec"), 1, "{q}\n{text}");
+            assert!(text.contains("output=values"), "{q}\n{text}");
         }
     }
     for q in &queries {
         assert!(compare(&states, &off, q, Some(true)).await, "{q}");
         let text = plan_text(&states, q).await.unwrap();
         assert!(operators(&text, "AggregateExec: mode=") >= 1, "{q}\n{text}");
+        assert!(text.contains("output=states"), "{q}\n{text}");
     }
 }
 
