@@ -23,9 +23,10 @@ use super::aligned::AlignedCells;
 use super::expr::TileExprs;
 use super::fold::{
     Accumulators, CoMoment, Elem, Keep, Missing, Moments, NAN_NEGATIVE, NAN_POSITIVE, Needs, fold_consecutive,
-    fold_dot, fold_elementwise, fold_run, fold_run_pair, fold_scaled, fold_value, fold_weighted_run, masked_sum, ones,
+    fold_dot, fold_elementwise, fold_rows, fold_run, fold_run_pair, fold_scaled, fold_value, fold_weighted_run,
+    masked_sum, ones,
 };
-use super::groups::{AxisValues, GroupIndex, Segment, Target, walk_segments};
+use super::groups::{AxisValues, GroupIndex, Segment, Target, Walked, walk_rows, walk_segments};
 use super::metrics::{AggregateMetrics, Stopwatch};
 use super::payload::{Payload, PayloadMetrics, payload_stream};
 use super::program::{BLOCK, Cells, Lane, Program, Scratch, Ty, convert, weighted_program};
@@ -651,11 +652,9 @@ impl ExecutionPlan for TetAggregateExec {
                 Ok(batch)
             }))
             .boxed(),
-            AggregateOutput::Values if partition == 0 => futures::stream::once(Box::pin(async move {
-                let schema = schema.clone();
-                job.fold_all(context, schema).await
-            }))
-            .boxed(),
+            AggregateOutput::Values if partition == 0 => {
+                { futures::stream::once(Box::pin(async move { job.fold_all(context, schema).await })) }.boxed()
+            }
             AggregateOutput::Values => {
                 return internal_err!("TetAggregateExec has one output partition, asked for {partition}");
             }
@@ -847,15 +846,7 @@ impl FoldJob {
                         .collect::<Result<Vec<_>>>()?;
                     let v: Vec<&Float64Array> = parts.iter().map(|a| a.as_primitive::<Float64Type>()).collect();
                     Arc::new(Float64Array::from_iter((0..n.len()).map(|g| {
-                        let m = CoMoment {
-                            n: n.value(g),
-                            mean_x: v[0].value(g),
-                            mean_y: v[1].value(g),
-                            m2_x: v[2].value(g),
-                            m2_y: v[3].value(g),
-                            c2: v[4].value(g),
-                        };
-                        m.finish(f)
+                        CoMoment::from_state(n.value(g), std::array::from_fn(|k| v[k].value(g))).finish(f)
                     })))
                 }
             };
@@ -1352,7 +1343,13 @@ fn fold_stored(
             range,
         };
         let t = elements::<T>(tile);
-        walk_segments(gi, task, start, None, |s| fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep));
+        walk_rows(gi, task, start, |w| match w {
+            Walked::Segment(s) => fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep),
+            Walked::Rows(r) => {
+                let rows = &t[r.tile_offset..r.tile_offset + r.len()];
+                fold_rows(acc, rows, r.row_len, r.base, r.stride, r.ids, &keep)
+            }
+        });
     })
 }
 

@@ -161,6 +161,25 @@ pub struct CoMoment {
 }
 
 impl CoMoment {
+    /// The state from its partial-state columns' values, in their order: count, then
+    /// `[mean_x, mean_y, m2_x, m2_y, c2]` (as [`CoMoment::state`] gives them).
+    pub fn from_state(n: u64, [mean_x, mean_y, m2_x, m2_y, c2]: [f64; 5]) -> CoMoment {
+        CoMoment {
+            n,
+            mean_x,
+            mean_y,
+            m2_x,
+            m2_y,
+            c2,
+        }
+    }
+
+    /// The count and the other values of the state, in the order of its partial-state
+    /// columns (as [`CoMoment::from_state`] takes them).
+    pub fn state(self) -> (u64, [f64; 5]) {
+        (self.n, [self.mean_x, self.mean_y, self.m2_x, self.m2_y, self.c2])
+    }
+
     /// Add one pair (Welford's update).
     #[inline]
     pub fn add(&mut self, x: f64, y: f64) {
@@ -1256,6 +1275,32 @@ multiversion! {
     }
 }
 
+multiversion! {
+    // As `fold_run`: its loops.
+    up_to_avx2;
+    /// Fold rows of `row_len` elements end to end in `rows`: row `i` into group
+    /// `base + ids[i] · stride`, each as [`fold_run`] folds a run, in one call (a call per
+    /// row of 720 values cost its dispatch and the walk's step per row).
+    pub fn fold_rows[T](
+        acc: &mut Accumulators,
+        rows: &[T],
+        row_len: usize,
+        base: usize,
+        stride: usize,
+        ids: &[u32],
+        keep: &Keep<T>,
+    ) where [T: Elem] {
+        if row_len == 0 {
+            return;
+        }
+        for (row, &id) in rows.chunks_exact(row_len).zip(ids) {
+            let g = base + id as usize * stride;
+            let st = run_stats(row, keep, acc.needs);
+            add_run(acc, g, row, keep, st);
+        }
+    }
+}
+
 /// Add the statistics `st` of `run` (kept by `keep`) to group `g`. Cells are the run's
 /// length, or with a range the elements in it (a comparison is never true of a NULL).
 #[inline(always)]
@@ -1844,6 +1889,67 @@ mod tests {
         check(&i16s, i16s[2]);
         let u64s: Vec<u64> = (0..203).map(|_| random(&mut seed)).collect();
         check(&u64s, u64s[4]);
+    }
+
+    #[test]
+    fn rows_fold_as_runs_into_their_groups() {
+        fn check<T: Elem + std::fmt::Debug>(vals: &[T], fill: T) {
+            let keeps = [
+                Keep::default(),
+                keep(Missing {
+                    values: vec![fill],
+                    nan: T::FLOAT,
+                }),
+                Keep {
+                    missing: Missing::default(),
+                    range: Some(KeyRange {
+                        lo: order_key(-3.0),
+                        hi: order_key(40.0),
+                    }),
+                },
+            ];
+            // Rows of 23 (a remainder past the lanes) and of 8, groups repeated and skipped.
+            let ids = [2u32, 0, 2, 5, 1, 1, 4, 0];
+            let (base, stride) = (3, 2);
+            for k in &keeps {
+                for b in 0..16u8 {
+                    let needs = Needs {
+                        fsum: b & 1 != 0,
+                        isum: b & 2 != 0 && !T::FLOAT,
+                        min_max: b & 4 != 0,
+                        moments: b & 8 != 0,
+                    };
+                    for row_len in [23, 8] {
+                        let rows = &vals[..ids.len() * row_len];
+                        let n = base + 5 * stride + 1;
+                        let (mut want, mut got) = (
+                            Accumulators::new(n, needs, T::FLOAT),
+                            Accumulators::new(n, needs, T::FLOAT),
+                        );
+                        for (row, &id) in rows.chunks_exact(row_len).zip(&ids) {
+                            fold_run(&mut want, base + id as usize * stride, row, k);
+                        }
+                        fold_rows(&mut got, rows, row_len, base, stride, &ids, k);
+                        fold_rows(&mut got, rows, 0, base, stride, &ids, k);
+                        got.settle();
+                        want.settle();
+                        assert_eq!(format!("{got:?}"), format!("{want:?}"), "{needs:?} {k:?} {row_len}");
+                        // Every cell in its row's group, and no other group touched.
+                        let mut cells = vec![0u64; n];
+                        ids.iter()
+                            .for_each(|&id| cells[base + id as usize * stride] += row_len as u64);
+                        if k.range.is_none() {
+                            assert_eq!(got.cells, cells);
+                        }
+                    }
+                }
+            }
+        }
+        let mut seed = 5;
+        let f32s = f32s_with_nans(&mut seed, 203);
+        check(&f32s, f32s[6]);
+        let i16s: Vec<i16> = (0..203).map(|_| random(&mut seed) as i16).collect();
+        check(&i16s, i16s[2]);
     }
 
     /// `T::bounds` keeps exactly the values the f64 comparison keeps.

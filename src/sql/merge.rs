@@ -144,14 +144,8 @@ impl Accumulator for CoMomentsAccumulator {
         }
         for i in 0..n.len() {
             if n.is_valid(i) && f.iter().all(|a| a.is_valid(i)) {
-                self.m.merge(CoMoment {
-                    n: n.value(i),
-                    mean_x: f[0].value(i),
-                    mean_y: f[1].value(i),
-                    m2_x: f[2].value(i),
-                    m2_y: f[3].value(i),
-                    c2: f[4].value(i),
-                });
+                self.m
+                    .merge(CoMoment::from_state(n.value(i), std::array::from_fn(|k| f[k].value(i))));
             }
         }
         Ok(())
@@ -160,15 +154,9 @@ impl Accumulator for CoMomentsAccumulator {
         self.update_batch(states)
     }
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let m = self.m;
-        Ok(vec![
-            ScalarValue::UInt64(Some(m.n)),
-            ScalarValue::Float64(Some(m.mean_x)),
-            ScalarValue::Float64(Some(m.mean_y)),
-            ScalarValue::Float64(Some(m.m2_x)),
-            ScalarValue::Float64(Some(m.m2_y)),
-            ScalarValue::Float64(Some(m.c2)),
-        ])
+        let (n, rest) = self.m.state();
+        let rest = rest.into_iter().map(|x| ScalarValue::Float64(Some(x)));
+        Ok(std::iter::once(ScalarValue::UInt64(Some(n))).chain(rest).collect())
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
         Ok(ScalarValue::Float64(self.m.finish(self.func)))

@@ -2,33 +2,19 @@
 //! pushed-down answer equals DataFusion's own plan (`SET tet.aggregate_pushdown = false`),
 //! and `TetAggregateExec` appears exactly when the rule should fire.
 
-use crate::common::{Rng, Val, assert_same, close, ctx, rows, rows_and_scan_metrics, sorted, tempdir};
+use crate::common::{Rng, Val, assert_same, close, ctx, ctx_with, rows, rows_and_scan_metrics, sorted, tempdir};
 use crate::sql_differential::Case;
 use datafusion::physical_plan::{ExecutionPlanProperties, displayable};
 use datafusion::prelude::SessionContext;
 
 pub async fn no_pushdown() -> SessionContext {
-    let c = ctx();
-    c.sql("SET tet.aggregate_pushdown = false")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    c
+    ctx_with(&["tet.aggregate_pushdown = false"]).await
 }
 
 /// A session whose pushdown leaves the merge of the fold's partitions to DataFusion
 /// (`tet.merge_in_scan = false`): partial states per partition, as Ballista runs it.
 pub async fn merged_by_datafusion() -> SessionContext {
-    let c = ctx();
-    c.sql("SET tet.merge_in_scan = false")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    c
+    ctx_with(&["tet.merge_in_scan = false"]).await
 }
 
 pub async fn plan_text(ctx: &SessionContext, sql: &str) -> Option<String> {
@@ -161,6 +147,9 @@ async fn query_shapes_around_the_aggregate() {
         format!("SELECT {a0}, sum(v) FILTER (WHERE {a1} = 0) FROM {f} GROUP BY {a0}"),
         format!("SELECT sum(v + 1) FROM {f}"),
         format!("SELECT {a0}, sum(v) FROM {f} WHERE v > 0 GROUP BY {a0}"),
+        // Grouped by the axis outside a whole innermost one: rows fold as blocks.
+        format!("SELECT {a1}, avg(v), min(v), count(*) FROM {f} GROUP BY {a1}"),
+        format!("SELECT {a0}, {a1}, sum(v), var_pop(v) FROM {f} GROUP BY {a0}, {a1}"),
     ];
     for q in &fire {
         assert!(compare(&on, &off, q, Some(true)).await, "{q}");
@@ -213,9 +202,7 @@ async fn the_fold_merges_its_partitions_in_one_output() {
         format!("SELECT {a0}, count(*) FROM {f} WHERE {never} GROUP BY {a0}"),
     ];
     for partitions in [1, 2, 7] {
-        let on = ctx();
-        let set = format!("SET datafusion.execution.target_partitions = {partitions}");
-        on.sql(&set).await.unwrap().collect().await.unwrap();
+        let on = ctx_with(&[&format!("datafusion.execution.target_partitions = {partitions}")]).await;
         for q in &queries {
             assert!(compare(&on, &off, q, Some(true)).await, "{q}");
             let plan = on.sql(q).await.unwrap().create_physical_plan().await.unwrap();

@@ -4,7 +4,7 @@
 //! off), and `TetAggregateExec` is in the plan exactly when the rule should fire.
 
 use crate::agg_differential::{compare, no_pushdown, plan_text};
-use crate::common::{Rng, Val, assert_same, ctx, rows, tempdir};
+use crate::common::{Rng, Val, assert_same, ctx, ctx_with, rows, tempdir};
 use crate::sql_differential::Case;
 use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
 use std::sync::Arc;
@@ -586,13 +586,7 @@ async fn a_long_fold_yields_to_the_runtime() {
     w.dataset(DatasetSpec::new("v", DType::F32, &[2048 * 64], &[64], &data))
         .unwrap();
     w.write_path(&path).unwrap();
-    let c = ctx();
-    c.sql("SET datafusion.execution.target_partitions = 1")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let c = ctx_with(&["datafusion.execution.target_partitions = 1"]).await;
     let sql = format!("SELECT sum(v) FROM tet('{}')", path.display());
     let plan = c.sql(&sql).await.unwrap().create_physical_plan().await.unwrap();
     fn fold(

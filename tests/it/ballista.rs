@@ -4,7 +4,7 @@
 //! killed executor and files in an S3-compatible store.
 
 use crate::agg_differential::{compare, no_pushdown, random_aggregate};
-use crate::common::{Rng, Val, assert_same, ctx, rows, rows_of, tempdir};
+use crate::common::{Rng, Val, assert_same, ctx, ctx_with, rows, rows_of, tempdir};
 use crate::servers;
 use crate::sql_differential::{Case, check_case};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
@@ -111,14 +111,7 @@ async fn codecs_round_trip_logical_and_physical_plans() {
     cube(&path, 64);
     let from = format!("tet('{}', 'temp')", path.display());
     // The pushdown's scan of values (a local session's default), and of partial states.
-    let (values, states) = (ctx(), ctx());
-    states
-        .sql("SET tet.merge_in_scan = false")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let (values, states) = (ctx(), ctx_with(&["tet.merge_in_scan = false"]).await);
     let (lcodec, pcodec) = (
         TetLogicalExtensionCodec::default(),
         TetPhysicalExtensionCodec::default(),

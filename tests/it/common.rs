@@ -256,6 +256,16 @@ pub fn ctx() -> datafusion::prelude::SessionContext {
     ctx
 }
 
+/// A session as [`ctx`] makes it, with each of `settings` (`"tet.merge_in_scan = false"`)
+/// applied by `SET`.
+pub async fn ctx_with(settings: &[&str]) -> datafusion::prelude::SessionContext {
+    let c = ctx();
+    for s in settings {
+        c.sql(&format!("SET {s}")).await.unwrap().collect().await.unwrap();
+    }
+    c
+}
+
 /// Sort rows by a total order (for multiset comparison).
 pub fn sorted(mut rows: Vec<Vec<Val>>) -> Vec<Vec<Val>> {
     rows.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
