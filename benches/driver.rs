@@ -23,7 +23,8 @@
 //!   tokio runtime's workers (`kernel_tokio`): what the fold costs without DataFusion,
 //!   to set beside the native floor (`TET_FLOOR_BIN`, `floor_native_c`) of the same run.
 //!   `TET_KERNEL_ROW=720` folds each chunk as rows of 720 values into a group per row
-//!   (the kernel calls of `GROUP BY lat`).
+//!   (the kernel calls of `GROUP BY lat`). `TET_KERNEL_PASSES=N` folds every chunk N times
+//!   per repetition: over a file that fits the caches, what the kernel's arithmetic allows.
 //! `bench run-multi OUT.tet REPS`: time the queries over both variables ([`MULTI_QUERIES`])
 //!   through the Rust API — the table of both datasets, the join of the two one-dataset
 //!   tables on every axis (planned as the same scan), DataFusion's own aggregate over our
@@ -206,6 +207,12 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&r| r > 0);
+    // `TET_KERNEL_PASSES`: fold each part that many times per repetition (on a file that
+    // fits the caches, the kernel's own speed without memory's).
+    let passes: usize = std::env::var("TET_KERNEL_PASSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let fold = move |map: &[u8], part: &[(usize, usize)]| {
         let needs = Needs {
             fsum: true,
@@ -213,7 +220,7 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         };
         let rows = row.map_or(1, |r| part.first().map_or(1, |&(a, b)| (b - a) / 4 / r.max(1)).max(1));
         let mut acc = Accumulators::new(rows, needs, true);
-        for &(a, b) in part {
+        for &(a, b) in part.iter().cycle().take(part.len() * passes) {
             let vals = datafusion_tet::format::elements::<f32>(&map[a..b]);
             match row {
                 None => fold_run::<f32>(&mut acc, 0, &vals, &Keep::default()),
