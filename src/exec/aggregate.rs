@@ -653,7 +653,7 @@ impl ExecutionPlan for TetAggregateExec {
             }))
             .boxed(),
             AggregateOutput::Values if partition == 0 => {
-                { futures::stream::once(Box::pin(async move { job.fold_all(context, schema).await })) }.boxed()
+                futures::stream::once(Box::pin(async move { job.fold_all(context, schema).await })).boxed()
             }
             AggregateOutput::Values => {
                 return internal_err!("TetAggregateExec has one output partition, asked for {partition}");
