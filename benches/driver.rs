@@ -72,6 +72,10 @@ const QUERIES: &[(&str, &str)] = &[
     ),
     ("value_filter", "SELECT lat, count(*) FROM t WHERE v > 290 GROUP BY lat"),
     ("filter_clause", "SELECT count(*) FILTER (WHERE v > 290), avg(v) FROM t"),
+    (
+        "filter_clause_by_lat",
+        "SELECT lat, count(*) FILTER (WHERE v > 290), avg(v) FROM t GROUP BY lat",
+    ),
     ("affine", "SELECT avg(v - 273.15), max(v * 1.8 - 459.67) FROM t"),
     ("non_affine", "SELECT avg(sqrt(abs(v))) FROM t"),
 ];

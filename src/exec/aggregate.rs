@@ -1323,17 +1323,18 @@ fn fold_stored(
     range: Option<KeyRange>,
 ) {
     let Some(tile) = tile else {
-        walk_segments(gi, task, start, None, |s| match s.target {
-            Target::One(g) => {
-                acc.cells[g] += s.len as u64;
-                acc.n[g] += s.len as u64;
-            }
-            Target::Each { base, stride, ids, .. } => {
-                for &id in ids {
-                    acc.cells[base + id as usize * stride] += 1;
-                    acc.n[base + id as usize * stride] += 1;
+        let mut count = |g: usize, cells: usize| {
+            acc.cells[g] += cells as u64;
+            acc.n[g] += cells as u64;
+        };
+        walk_rows(gi, task, start, |w| match w {
+            Walked::Segment(s) => match s.target {
+                Target::One(g) => count(g, s.len),
+                Target::Each { base, stride, ids, .. } => {
+                    ids.iter().for_each(|&id| count(base + id as usize * stride, 1));
                 }
-            }
+            },
+            Walked::Rows(r) => r.groups().for_each(|g| count(g, r.row_len)),
         });
         return;
     };
@@ -1345,10 +1346,7 @@ fn fold_stored(
         let t = elements::<T>(tile);
         walk_rows(gi, task, start, |w| match w {
             Walked::Segment(s) => fold_segment(acc, &s, &t[s.tile_offset..s.tile_offset + s.len], &keep),
-            Walked::Rows(r) => {
-                let rows = &t[r.tile_offset..r.tile_offset + r.len()];
-                fold_rows(acc, rows, r.row_len, r.base, r.stride, r.ids, &keep)
-            }
+            Walked::Rows(r) => fold_rows(acc, &t, &r, &keep),
         });
     })
 }
@@ -1372,6 +1370,9 @@ fn fold_stored_pair(
         };
         let keep_counts = Keep { missing, range };
         let t = elements::<T>(tile);
+        // Segments, not blocks of rows: a kernel folding a block of rows of the pair
+        // (as `fold_rows` folds them) took 1.75-2.74x the floor paired on
+        // `count(*) FILTER (WHERE v > 290), avg(v) ... GROUP BY lat`, this 1.55-1.65x.
         walk_segments(gi, task, start, None, |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];
             match s.target {

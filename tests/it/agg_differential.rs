@@ -136,6 +136,8 @@ async fn query_shapes_around_the_aggregate() {
     let case = Case::first(&mut rng, dir.path(), |c| c.axes.len() >= 3 && c.dtype.is_float());
     let f = format!("tet('{}', 't')", case.path);
     let (a0, a1, a2) = (&case.axes[0].name, &case.axes[1].name, &case.axes[2].name);
+    // The axis just outside the innermost one.
+    let rows = &case.axes[case.axes.len() - 2].name;
     let fire = [
         format!(
             "SELECT {a1} AS x, {a0}, sum(v) AS s, count(*) FROM {f} GROUP BY {a0}, {a1} ORDER BY s DESC, {a0}, {a1} LIMIT 3"
@@ -150,6 +152,9 @@ async fn query_shapes_around_the_aggregate() {
         // Grouped by the axis outside a whole innermost one: rows fold as blocks.
         format!("SELECT {a1}, avg(v), min(v), count(*) FROM {f} GROUP BY {a1}"),
         format!("SELECT {a0}, {a1}, sum(v), var_pop(v) FROM {f} GROUP BY {a0}, {a1}"),
+        // Cells counted without their values, and a counted pair, grouped by rows.
+        format!("SELECT {rows}, count(*) FROM {f} GROUP BY {rows}"),
+        format!("SELECT {rows}, count(*) FILTER (WHERE v > 0), avg(v) FROM {f} GROUP BY {rows}"),
     ];
     for q in &fire {
         assert!(compare(&on, &off, q, Some(true)).await, "{q}");
