@@ -36,7 +36,10 @@
 //!   line per measurement: {"engine", "query", "median_s", "runs"}. With `TET_FLOOR_BIN`
 //!   each run of our Rust API follows one pass of that native floor (`PairedFloor`):
 //!   `floor_native_c_paired` and `ours_rust_api_per_paired_floor` (the median of the
-//!   per-run ratios). `TET_BENCH_PARTITIONS` sets DataFusion's target partitions. `TET_BENCH_QUERIES`
+//!   per-run ratios). With `TET_SQL_BIN` too, the same queries run in one `tet-sql`
+//!   session ([`TetSqlSession`]), each after a pass of the floor: `ours_tet_sql_paired`
+//!   (its `Elapsed`), `floor_native_c_paired_tet_sql` and `ours_tet_sql_per_paired_floor`.
+//!   `TET_BENCH_PARTITIONS` sets DataFusion's target partitions. `TET_BENCH_QUERIES`
 //!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs. For a file of
 //!   zstd chunks the floor is `benches/floor_zstd.c` (`TET_FLOOR_ZSTD_BIN`: decompress
 //!   every chunk and sum it), reported as `floor_native_zstd`, with the decoded and stored
@@ -676,5 +679,93 @@ async fn time_queries(
             time_sql(&ctx, engine, name, &sql, reps, paired).await?;
         }
     }
+    if let (Ok(bin), Some(floor)) = (std::env::var("TET_SQL_BIN"), floor.as_mut())
+        && chosen("TET_BENCH_ENGINES", "ours_tet_sql")
+    {
+        let mut shell = TetSqlSession::start(&bin, tet)?;
+        for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
+            let sql = sql.replace("{SLICE}", &slice.to_string());
+            shell.query(&sql)?; // warm-up
+            let (mut times, mut floors) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                floors.push(floor.pass()?);
+                times.push(shell.query(&sql)?);
+            }
+            let ratios = times.iter().zip(&floors).map(|(t, f)| t / f).collect();
+            report("floor_native_c_paired_tet_sql", name, floors);
+            report("ours_tet_sql_per_paired_floor", name, ratios);
+            report("ours_tet_sql_paired", name, times);
+        }
+    }
     Ok(())
+}
+
+/// A `tet-sql` REPL (`TET_SQL_BIN`) reading queries from a pipe, with the benchmark file
+/// as table `t`: each query's time is the shell's own `Elapsed` line (millisecond steps).
+struct TetSqlSession {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl TetSqlSession {
+    fn start(bin: &str, tet: &str) -> std::io::Result<Self> {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(bin)
+            .args(["--format", "csv"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("tet-sql: no stdout"))?;
+        let mut shell = TetSqlSession {
+            child,
+            out: std::io::BufReader::new(stdout),
+        };
+        shell.query(&format!(
+            "CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{tet}' OPTIONS ('tet.dataset' 'temp')"
+        ))?;
+        Ok(shell)
+    }
+
+    /// Run `sql`: the seconds of its `Elapsed` line. A failed query prints no such line
+    /// (its error goes to stderr), so a `SELECT 'end of query'` after each one ends the
+    /// wait either way, and a query whose own line is missing is an error.
+    fn query(&mut self, sql: &str) -> std::io::Result<f64> {
+        use std::io::{BufRead, Write};
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("tet-sql: no stdin"))?;
+        writeln!(stdin, "{sql};\nSELECT 'end of query';")?;
+        stdin.flush()?;
+        let (mut elapsed, mut marker) = (Vec::new(), false);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.out.read_line(&mut line)? == 0 {
+                return Err(std::io::Error::other(format!("tet-sql ended during {sql}")));
+            }
+            if let Some(rest) = line.strip_prefix("Elapsed ") {
+                if marker {
+                    break; // the marker's own
+                }
+                elapsed.push(rest.split(' ').next().and_then(|x| x.parse::<f64>().ok()));
+            }
+            marker |= line.trim() == "end of query";
+        }
+        match elapsed.as_slice() {
+            [Some(s)] => Ok(*s),
+            _ => Err(std::io::Error::other(format!("tet-sql: no Elapsed line for {sql}"))),
+        }
+    }
+}
+
+impl Drop for TetSqlSession {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take()); // EOF ends the REPL
+        let _ = self.child.wait();
+    }
 }

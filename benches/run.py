@@ -16,8 +16,9 @@ clauses, affine and other expressions of v). Engines, all in the same run:
   the upstream engine (tet-py 0.8.3 `mean(..., axes=...)`) where it has the shape,
   the native floor: benches/floor.c built with `cc -O3 -march=native -fopenmp`, two
   threads summing every f32 of the payload through a pre-faulted mmap, prefetching 8 KiB ahead; measured once,
-  and paired with each timed run of our Rust API (one floor pass just before it; the
-  median of the per-run ratios is reported beside the ratios to the single floor).
+  and paired with each timed run of our Rust API and of a query typed into one tet-sql
+  session (one floor pass just before it; the median of the per-run ratios is reported
+  beside the ratios to the single floor).
 
 The same cube with zstd chunks (level 3) is timed for the plain shapes (full_mean, by_lat,
 by_time) against its own native floor, benches/floor_zstd.c (libzstd, the version our build
@@ -325,7 +326,7 @@ def main():
     results = {}  # (engine, query) -> seconds
 
     out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True,
-                                  env=os.environ | {"TET_FLOOR_BIN": str(floor_bin)})
+                                  env=os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_SQL_BIN": str(tet_sql)})
     simd = "?"
     for line in out.splitlines():
         r = json.loads(line)
@@ -484,16 +485,20 @@ def main():
               "| target | " + " | ".join(f"<= {TARGET[q]:.0f}" for q in QUERIES) + " |"]
     for e in engines:
         lines.append(f"| {e} | " + " | ".join(cell(e, q, lambda x: f"{x / floor:.2f}") for q in QUERIES) + " |")
-    paired = ["ours_rust_api", "ours_rust_api_avx512", "ours_rust_api_portable"]
-    lines += ["", "Ours (Rust API) / the floor paired with each run: the driver runs one pass of the floor just "
-              "before each timed query and reports the median of the per-run ratios, so that a slow or fast spell "
-              "of the machine moves both (median seconds of the paired floor passes in the first row):", "",
-              "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |",
-              "| floor_native_c_paired | " + " | ".join(cell("floor_native_c_paired", q, lambda x: f"{x:.4f} s")
-                                                       for q in QUERIES) + " |"]
-    for e in paired:
-        lines.append(f"| {e} | " + " | ".join(cell(f"{e}_per_paired_floor", q, lambda x: f"{x:.2f}")
-                                             for q in QUERIES) + " |")
+    lines += ["", "Ours / the floor paired with each run: the driver runs one pass of the floor just before each "
+              "timed query and reports the median of the per-run ratios, so that a slow or fast spell of the machine "
+              "moves both (median seconds of the paired floor passes in the rows `floor_native_c_paired…`). "
+              "`ours_tet_sql`: the queries typed into one `tet-sql` session over the file as table `t`, timed by "
+              "the shell's own `Elapsed` (millisecond steps), each after a floor pass of its own:", "",
+              "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |"]
+    for floor_row, paired in (("floor_native_c_paired", ["ours_rust_api", "ours_rust_api_avx512",
+                                                          "ours_rust_api_portable"]),
+                              ("floor_native_c_paired_tet_sql", ["ours_tet_sql"])):
+        lines.append(f"| {floor_row} | " + " | ".join(cell(floor_row, q, lambda x: f"{x:.4f} s")
+                                                      for q in QUERIES) + " |")
+        for e in paired:
+            lines.append(f"| {e} | " + " | ".join(cell(f"{e}_per_paired_floor", q, lambda x: f"{x:.2f}")
+                                                 for q in QUERIES) + " |")
     lines += ["", "Speed-up of ours (Rust API) over each peer (peer time / ours; > 1 means ours is faster):", "",
               "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |"]
     for e in engines[1:]:
