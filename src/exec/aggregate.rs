@@ -1301,10 +1301,7 @@ fn fold_pair(
             {
                 continue;
             }
-            let g = match s.target {
-                Target::One(g) => g,
-                Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
-            };
+            let g = s.target.group(i);
             acc[g].add(xv[k], yv[k]);
         }
     });
@@ -1330,9 +1327,7 @@ fn fold_stored(
         walk_rows(gi, task, start, |w| match w {
             Walked::Segment(s) => match s.target {
                 Target::One(g) => count(g, s.len),
-                Target::Each { base, stride, ids, .. } => {
-                    ids.iter().for_each(|&id| count(base + id as usize * stride, 1));
-                }
+                t @ Target::Each { .. } => (0..s.len).for_each(|i| count(t.group(i), 1)),
             },
             Walked::Rows(r) => r.groups().for_each(|g| count(g, r.row_len)),
         });
@@ -1432,10 +1427,7 @@ fn fold_weighted(
             }
             for i in 0..s.len {
                 let p = p + if inner { i } else { 0 };
-                let g = match s.target {
-                    Target::One(g) => g,
-                    Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
-                };
+                let g = s.target.group(i);
                 acc.cells[g] += 1;
                 if valid[p] {
                     acc.n[g] += 1;
@@ -1496,9 +1488,9 @@ impl WeightedWalk<'_> {
                     (_, wp) => fold_dot(acc, g, run, keep, product, move |_| wp),
                 },
                 (Target::One(g), true) => fold_dot(acc, g, run, keep, product, |i| weight(p + i)),
-                (Target::Each { base, stride, ids, .. }, _) => {
+                (t @ Target::Each { .. }, _) => {
                     for (i, x) in run.iter().enumerate() {
-                        let g = base + ids[i] as usize * stride;
+                        let g = t.group(i);
                         let q = if inner { p + i } else { p };
                         fold_dot(acc, g, std::slice::from_ref(x), keep, product, |_| weight(q));
                     }
@@ -1632,10 +1624,10 @@ multiversion! {
                     acc.cells[g] += m;
                     acc.n[g] += m;
                 }
-                Target::Each { base, stride, ids, .. } => {
+                t @ Target::Each { .. } => {
                     let m = cells.kept(from, n, at);
                     for &i in &at[..m] {
-                        let g = base + ids[from + i as usize] as usize * stride;
+                        let g = t.group(from + i as usize);
                         acc.cells[g] += 1;
                         acc.n[g] += 1;
                     }
@@ -1749,13 +1741,12 @@ multiversion! {
                     fold_run(acc, g, &products[..q], &Keep::default());
                     acc.cells[g] += (rows - q) as u64;
                 }
-                Target::Each { base, stride, ids, .. } => {
-                    let group = |i: usize| base + ids[i] as usize * stride;
+                t @ Target::Each { .. } => {
                     if !ranged {
-                        (from..from + n).for_each(|i| acc.cells[group(i)] += 1);
+                        (from..from + n).for_each(|i| acc.cells[t.group(i)] += 1);
                     }
                     for (j, &v) in y.iter().enumerate() {
-                        let (i, g) = (cell(j), group(cell(j)));
+                        let (i, g) = (cell(j), t.group(cell(j)));
                         if ranged {
                             acc.cells[g] += 1;
                         }
@@ -1794,10 +1785,10 @@ multiversion! {
             negative |= neg_x | neg_y;
             match s.target {
                 Target::One(g) => acc[g].merge(CoMoment::of(xs, ys)),
-                Target::Each { base, stride, ids, .. } => {
+                t @ Target::Each { .. } => {
                     for (j, (x, y)) in xs.iter().zip(ys).enumerate() {
                         let i = kept.map_or(j, |a| a[j] as usize);
-                        acc[base + ids[from + i] as usize * stride].add(x.f(), y.f());
+                        acc[t.group(from + i)].add(x.f(), y.f());
                     }
                 }
             }
@@ -1900,8 +1891,8 @@ multiversion! {
                         acc.cells[g] += (n - m) as u64;
                     }
                 }
-                Target::Each { base, stride, ids, .. } => {
-                    let group = |i: usize| base + ids[from + i] as usize * stride;
+                t @ Target::Each { .. } => {
+                    let group = |i: usize| t.group(from + i);
                     if !ranged {
                         (0..n).for_each(|i| acc.cells[group(i)] += 1);
                     }
@@ -1930,7 +1921,7 @@ fn fold_segment<T: Elem>(acc: &mut Accumulators, s: &Segment, run: &[T], keep: &
             ids: &[first, ..],
             consecutive: true,
         } => fold_consecutive(acc, base + first as usize, run, keep),
-        Target::Each { base, stride, ids, .. } => fold_elementwise(acc, run, keep, |i| base + ids[i] as usize * stride),
+        t @ Target::Each { .. } => fold_elementwise(acc, run, keep, |i| t.group(i)),
     }
 }
 
@@ -2013,10 +2004,7 @@ fn fold_evaluated(
             if masks.filter.is_some_and(|m| !is_true(m, k)) {
                 continue;
             }
-            let g = match s.target {
-                Target::One(g) => g,
-                Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
-            };
+            let g = s.target.group(i);
             acc.cells[g] += 1;
             if nulls.as_ref().is_some_and(|n| n.is_null(k)) {
                 continue;

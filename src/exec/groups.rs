@@ -244,6 +244,17 @@ pub enum Target<'a> {
     },
 }
 
+impl Target<'_> {
+    /// The group of the segment's cell `i`.
+    #[inline(always)]
+    pub fn group(&self, i: usize) -> usize {
+        match *self {
+            Target::One(g) => g,
+            Target::Each { base, stride, ids, .. } => base + ids[i] as usize * stride,
+        }
+    }
+}
+
 /// A stretch of selected cells: contiguous in the tile (from `tile_offset`) and in the
 /// order the scan produces cells (from `cell_offset`).
 #[derive(Debug, Clone, Copy)]
