@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Layers, each importing only those below it (checked by a test; see
-//! `docs/architecture.md`): [`format`] (the layout, no DataFusion) ← [`io`] (where bytes
+//! `docs/architecture.md`): [`format`](mod@format) (the layout, no DataFusion) ← [`io`] (where bytes
 //! come from) ← [`plan`] (the table model and access plans) ← [`exec`] (execution plans and
 //! kernels) ← [`sql`] (tables, functions, DDL, the pushdown rule) ← `ballista` (plan
 //! serialization, cluster set-up) and the binaries.

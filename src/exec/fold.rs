@@ -83,8 +83,8 @@ fn lane_sum<T: Elem>(x: &[T]) -> f64 {
     lanes_total(s)
 }
 
-/// The sum of `f(x[i], y[i])` in f64 over `x` and `y` (of one length) in [`CO_LANES`]
-/// lanes, as [`lane_sum`] sums one slice: one pass over both, nothing stored between.
+/// The sum of `f(x[i], y[i])` in f64 over `x` and `y` (of one length) in `CO_LANES`
+/// lanes, as `lane_sum` sums one slice: one pass over both, nothing stored between.
 #[inline(always)]
 pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
     let n = x.len().min(y.len());
@@ -106,7 +106,7 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
 }
 
 /// The number of 1s in `mask` and the f64 sum of the `y[i]` where `mask[i]` is 1 (of one
-/// length), in [`CO_LANES`] lanes as [`lane_sum`]: the others are skipped, not added as
+/// length), in `CO_LANES` lanes as `lane_sum`: the others are skipped, not added as
 /// 0 (a NaN or infinity there changes nothing).
 #[inline(always)]
 pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
@@ -197,7 +197,7 @@ impl CoMoment {
 
     /// The state of pairs `(x[i], y[i])` (`x` and `y` of one length), by two passes: the
     /// means, then the sums of squared and multiplied deviations from them. Each sum keeps
-    /// [`CO_LANES`] independent lanes, so the loops vectorize and no add waits for the
+    /// `CO_LANES` independent lanes, so the loops vectorize and no add waits for the
     /// previous one (one lane per sum would be bound by the add's latency).
     #[inline(always)]
     pub fn of<X: Elem, Y: Elem>(x: &[X], y: &[Y]) -> CoMoment {
@@ -1261,7 +1261,7 @@ multiversion! {
     up_to_avx2;
     /// Fold a whole run into group `g` of two inputs over the same stored values:
     /// `sums` (no range) and `counts` (the cells within a range). What [`fold_run`] gives
-    /// each, bit for bit, reading the run from memory once when [`pair_stats`] takes the
+    /// each, bit for bit, reading the run from memory once when `pair_stats` takes the
     /// pair: a second pass per slab, even from L2, left memory idle (`avg(v), count(*)
     /// FILTER (WHERE v > 290)` took 1.8–2.0× the floor paired, 1.41–1.46× this way;
     /// `avg(v)` alone 1.2×).
@@ -1564,7 +1564,7 @@ multiversion! {
 multiversion! {
     /// [`fold_dot`] of the product in f32 (`(x as f32 * w as f32) as f64`, DataFusion's
     /// product of an f32 value and an f32 weight) with one weight `w` for the whole run.
-    /// Without a missing rule or range, the sum keeps [`CO_LANES`] lanes (as
+    /// Without a missing rule or range, the sum keeps `CO_LANES` lanes (as
     /// [`CoMoment::of`]'s), a form the compiler vectorizes whole (shorter chains than
     /// eight lanes: the same error bound or better).
     pub fn fold_scaled[T](acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>, w: f64) where [T: Elem] {

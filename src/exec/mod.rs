@@ -1,6 +1,6 @@
 //! DataFusion ExecutionPlans over `.tet` chunks and their kernels.
 //!
-//! Owns: turning an [`AccessPlan`](crate::plan::AccessPlan) into Arrow batches
+//! Owns: turning an [`AccessPlan`] into Arrow batches
 //! ([`TetScanExec`]) or folded partial aggregates ([`TetAggregateExec`]), reading and
 //! decoding payloads ([`payload`]), and the metrics each node reports ([`metrics`]).
 //! Nodes take the access plan and their options at construction. May import `format`,

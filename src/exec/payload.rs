@@ -1,6 +1,6 @@
 //! Payloads: the stored bytes of a partition's chunks, read window by window, and the one
-//! place they become decoded tiles ([`decode_tile`]), handed out per task with the tile of
-//! every value column read ([`payload_stream`]).
+//! place they become decoded tiles (`decode_tile`), handed out per task with the tile of
+//! every value column read (`payload_stream`).
 
 use super::ChunkFeed;
 use super::metrics::{ReadMetrics, Stopwatch};

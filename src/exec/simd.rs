@@ -1,7 +1,7 @@
 //! The vector instructions the fold's kernels run with, chosen at run time.
 //!
 //! The crate is built for the target's baseline (SSE2 on x86-64), so that one binary runs
-//! on any CPU of the architecture. The hot kernels ([`multiversion!`]) are compiled twice
+//! on any CPU of the architecture. The hot kernels (`multiversion!`) are compiled twice
 //! more on x86-64, with AVX2 and FMA and with AVX-512 (F, BW, VL, DQ), and the copy chosen
 //! runs on each call. All copies run the same source with the same order of operations
 //! (explicit lanes, no reassociation, no fused multiply-add contraction), so their
@@ -10,11 +10,12 @@
 //! is the vector one; other targets run the portable copy.
 //!
 //! The AVX2 copy runs by default where the CPU has it, also on AVX-512 CPUs: on the
-//! benchmark's machine (AMD EPYC, Zen 4) the AVX-512 copies were no faster on the plain
-//! folds and slower on some (a fold into consecutive groups, `GROUP BY lon`: 0.039–0.040
-//! against 0.025–0.035 s in two runs of the benchmark), so they run only when asked for. `TET_SIMD=avx512`, `avx2` or `portable` in
-//! the environment, read once per process, picks that copy (or the best below it that
-//! the CPU has), for comparisons and benchmarks.
+//! benchmark's machines (AMD EPYCs and an Intel Xeon; the README's performance section
+//! has the figures) the AVX-512 copies were no faster on the plain folds and slower on
+//! some, or faster in one run and slower in another, so they run only when asked for.
+//! `TET_SIMD=avx512`, `avx2` or `portable` in the environment, read once per process,
+//! picks that copy (or the best below it that the CPU has), for comparisons and
+//! benchmarks.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -99,7 +100,7 @@ pub fn force(isa: Isa) -> Isa {
 /// slower on `GROUP BY lat` (one call per 2880-byte row), paired with the floor (Dec 2026).
 const PREFETCH_BYTES: usize = 2048;
 
-/// Ask the CPU to bring the cache line [`PREFETCH_BYTES`] past the start of `x` into its
+/// Ask the CPU to bring the cache line `PREFETCH_BYTES` past the start of `x` into its
 /// caches: a hint, not a read (it never faults, so that address may lie past the end of
 /// the data). The kernels call it on each block before folding it: the hardware's own
 /// stream prefetchers stop at each 4 KiB page, the kernels' loads would otherwise wait

@@ -83,9 +83,9 @@ pub(crate) fn decoded_len(row: usize, entry: &ChunkEntry, max_decoded: u64) -> R
 /// Decode the stored bytes of chunk index row `row`: the one decode entry point.
 ///
 /// Raw chunks are borrowed as they are (after checking their length); zstd chunks are
-/// refused when `raw_byte_len` is above `max_decoded` ([`decoded_len`]: nothing is
-/// allocated from a claim above the caller's limit), checked with [`precheck`] before a
-/// buffer of `raw_byte_len` bytes is reserved, then decoded into it with [`zstd_into`],
+/// refused when `raw_byte_len` is above `max_decoded` (`decoded_len`: nothing is
+/// allocated from a claim above the caller's limit), checked with `precheck` before a
+/// buffer of `raw_byte_len` bytes is reserved, then decoded into it with `zstd_into`,
 /// which never writes past that buffer.
 pub fn decode<'a>(row: usize, entry: &ChunkEntry, stored: &'a [u8], max_decoded: u64) -> Result<Cow<'a, [u8]>> {
     match entry.codec {

@@ -257,8 +257,8 @@ const MAX_CACHED_TASKS: usize = 1 << 16;
 /// Tasks shared by the queries of one table ([`TaskCache`]).
 pub type SharedTasks = Arc<[Arc<ChunkTask>]>;
 
-/// The tasks of the last few selections of one table (at most [`CACHED_SELECTIONS`], each
-/// of at most [`MAX_CACHED_TASKS`] tasks), shared by every query over it: a repeated
+/// The tasks of the last few selections of one table (at most `CACHED_SELECTIONS`, each
+/// of at most `MAX_CACHED_TASKS` tasks), shared by every query over it: a repeated
 /// query neither builds its tasks nor frees them again.
 #[derive(Debug, Default)]
 pub struct TaskCache {
