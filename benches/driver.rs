@@ -569,59 +569,82 @@ fn native_floor(
     Ok(json_number(&line, "median_s"))
 }
 
-/// The native floor in its paired mode (benches/floor.c with 0 repetitions): one process
-/// with the payload mapped and its pages touched, making one pass per [`PairedFloor::pass`],
-/// so that each of our timed queries has a floor measured just before it.
-struct PairedFloor {
+/// A child process driven line by line: lines written to its stdin, read from its
+/// stdout. Dropping it closes its stdin, which ends its loop, and waits for it.
+struct PipedChild {
+    name: &'static str,
     child: std::process::Child,
     out: std::io::BufReader<std::process::ChildStdout>,
 }
 
-impl PairedFloor {
-    fn start(bin: &str, tet: &str, span: (u64, u64)) -> std::io::Result<Self> {
-        use std::io::BufRead;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new(bin)
-            .args([tet, &span.0.to_string(), &span.1.to_string(), "0"])
-            // Idle OpenMP threads sleep instead of spinning: they would take the cores
-            // from the query timed after each pass.
-            .env("OMP_WAIT_POLICY", "PASSIVE")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
+impl PipedChild {
+    fn spawn(name: &'static str, mut command: std::process::Command) -> std::io::Result<Self> {
+        use std::process::Stdio;
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| std::io::Error::other("floor: no stdout"))?;
-        let mut out = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        out.read_line(&mut line)?;
-        if line.trim() != "ready" {
-            return Err(std::io::Error::other(format!("floor: {line}")));
-        }
-        Ok(PairedFloor { child, out })
+            .ok_or_else(|| std::io::Error::other(format!("{name}: no stdout")))?;
+        Ok(PipedChild {
+            name,
+            child,
+            out: std::io::BufReader::new(stdout),
+        })
     }
 
-    /// One pass of the floor: its seconds.
-    fn pass(&mut self) -> std::io::Result<f64> {
-        use std::io::{BufRead, Write};
+    /// Write `text` and a newline to the child's stdin.
+    fn send(&mut self, text: &str) -> std::io::Result<()> {
+        use std::io::Write;
         let stdin = self
             .child
             .stdin
             .as_mut()
-            .ok_or_else(|| std::io::Error::other("floor: no stdin"))?;
-        stdin.write_all(b"pass\n")?;
-        stdin.flush()?;
+            .ok_or_else(|| std::io::Error::other(format!("{}: no stdin", self.name)))?;
+        writeln!(stdin, "{text}")?;
+        stdin.flush()
+    }
+
+    /// The next line of the child's stdout (empty once it has ended).
+    fn line(&mut self) -> std::io::Result<String> {
+        use std::io::BufRead;
         let mut line = String::new();
         self.out.read_line(&mut line)?;
-        Ok(json_number(&line, "s"))
+        Ok(line)
     }
 }
 
-impl Drop for PairedFloor {
+impl Drop for PipedChild {
     fn drop(&mut self) {
-        drop(self.child.stdin.take()); // EOF ends the floor's loop
+        drop(self.child.stdin.take()); // EOF ends the child's loop
         let _ = self.child.wait();
+    }
+}
+
+/// The native floor in its paired mode (benches/floor.c with 0 repetitions): one process
+/// with the payload mapped and its pages touched, making one pass per [`PairedFloor::pass`],
+/// so that each of our timed queries has a floor measured just before it.
+struct PairedFloor(PipedChild);
+
+impl PairedFloor {
+    fn start(bin: &str, tet: &str, span: (u64, u64)) -> std::io::Result<Self> {
+        let mut command = std::process::Command::new(bin);
+        command
+            .args([tet, &span.0.to_string(), &span.1.to_string(), "0"])
+            // Idle OpenMP threads sleep instead of spinning: they would take the cores
+            // from the query timed after each pass.
+            .env("OMP_WAIT_POLICY", "PASSIVE");
+        let mut floor = PipedChild::spawn("floor", command)?;
+        let line = floor.line()?;
+        if line.trim() != "ready" {
+            return Err(std::io::Error::other(format!("floor: {line}")));
+        }
+        Ok(PairedFloor(floor))
+    }
+
+    /// One pass of the floor: its seconds.
+    fn pass(&mut self) -> std::io::Result<f64> {
+        self.0.send("pass")?;
+        Ok(json_number(&self.0.line()?, "s"))
     }
 }
 
@@ -702,27 +725,13 @@ async fn time_queries(
 
 /// A `tet-sql` REPL (`TET_SQL_BIN`) reading queries from a pipe, with the benchmark file
 /// as table `t`: each query's time is the shell's own `Elapsed` line (millisecond steps).
-struct TetSqlSession {
-    child: std::process::Child,
-    out: std::io::BufReader<std::process::ChildStdout>,
-}
+struct TetSqlSession(PipedChild);
 
 impl TetSqlSession {
     fn start(bin: &str, tet: &str) -> std::io::Result<Self> {
-        use std::process::{Command, Stdio};
-        let mut child = Command::new(bin)
-            .args(["--format", "csv"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| std::io::Error::other("tet-sql: no stdout"))?;
-        let mut shell = TetSqlSession {
-            child,
-            out: std::io::BufReader::new(stdout),
-        };
+        let mut command = std::process::Command::new(bin);
+        command.args(["--format", "csv"]);
+        let mut shell = TetSqlSession(PipedChild::spawn("tet-sql", command)?);
         shell.query(&format!(
             "CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{tet}' OPTIONS ('tet.dataset' 'temp')"
         ))?;
@@ -733,19 +742,11 @@ impl TetSqlSession {
     /// (its error goes to stderr), so a `SELECT 'end of query'` after each one ends the
     /// wait either way, and a query whose own line is missing is an error.
     fn query(&mut self, sql: &str) -> std::io::Result<f64> {
-        use std::io::{BufRead, Write};
-        let stdin = self
-            .child
-            .stdin
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("tet-sql: no stdin"))?;
-        writeln!(stdin, "{sql};\nSELECT 'end of query';")?;
-        stdin.flush()?;
+        self.0.send(&format!("{sql};\nSELECT 'end of query';"))?;
         let (mut elapsed, mut marker) = (Vec::new(), false);
-        let mut line = String::new();
         loop {
-            line.clear();
-            if self.out.read_line(&mut line)? == 0 {
+            let line = self.0.line()?;
+            if line.is_empty() {
                 return Err(std::io::Error::other(format!("tet-sql ended during {sql}")));
             }
             if let Some(rest) = line.strip_prefix("Elapsed ") {
@@ -760,12 +761,5 @@ impl TetSqlSession {
             [Some(s)] => Ok(*s),
             _ => Err(std::io::Error::other(format!("tet-sql: no Elapsed line for {sql}"))),
         }
-    }
-}
-
-impl Drop for TetSqlSession {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take()); // EOF ends the REPL
-        let _ = self.child.wait();
     }
 }
