@@ -36,7 +36,10 @@
 //!   line per measurement: {"engine", "query", "median_s", "runs"}. With `TET_FLOOR_BIN`
 //!   each run of our Rust API follows one pass of that native floor (`PairedFloor`):
 //!   `floor_native_c_paired` and `ours_rust_api_per_paired_floor` (the median of the
-//!   per-run ratios). With `TET_SQL_BIN` too, the same queries run in one `tet-sql`
+//!   per-run ratios), and after each run another floor pass and DataFusion's planning of
+//!   the same query over an empty table (`floor_plus_planning_per_paired_floor`: a provider
+//!   planned as cheaply as an empty table and executed as fast as the floor; engine name
+//!   `planning_bound` in `TET_BENCH_ENGINES`). With `TET_SQL_BIN` too, the same queries run in one `tet-sql`
 //!   session ([`TetSqlSession`]), each after a pass of the floor: `ours_tet_sql_paired`
 //!   (its `Elapsed`), `floor_native_c_paired_tet_sql` and `ours_tet_sql_per_paired_floor`.
 //!   `TET_BENCH_PARTITIONS` sets DataFusion's target partitions. `TET_BENCH_QUERIES`
@@ -104,6 +107,15 @@ fn to_df(e: datafusion_tet::format::FormatError) -> datafusion::error::DataFusio
 /// `engine`'s for query `name`. With `floor`, each run follows one pass of the native
 /// floor, reported as `floor_native_c_paired` with the median of the runs' ratios to
 /// their floor passes as `{engine}_per_paired_floor` (a ratio, not seconds).
+///
+/// With `floor` and `bound` (the same query over an empty table of the same schema), each
+/// run is followed by a second floor pass and DataFusion's planning of `bound` (`ctx.sql`
+/// and `create_physical_plan`) right after it: `datafusion_planning_paired` (seconds) and
+/// `floor_plus_planning_per_paired_floor`, the median of (floor + planning) / floor: what a
+/// provider queried through `ctx.sql` would take if its planning cost no more than
+/// DataFusion's over an empty table and its execution were the floor's one pass.
+/// DataFusion plans before it executes, and after a pass over the payload its planning
+/// runs with cold caches.
 async fn time_sql(
     ctx: &SessionContext,
     engine: &str,
@@ -111,9 +123,14 @@ async fn time_sql(
     sql: &str,
     reps: usize,
     mut floor: Option<&mut PairedFloor>,
+    bound: Option<&str>,
 ) -> datafusion::error::Result<()> {
     ctx.sql(sql).await?.collect().await?; // warm-up
+    if let Some(bound) = bound {
+        ctx.sql(bound).await?.create_physical_plan().await?;
+    }
     let (mut times, mut floors) = (Vec::new(), Vec::new());
+    let (mut plannings, mut bound_floors) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         if let Some(f) = floor.as_deref_mut() {
             floors.push(f.pass()?);
@@ -122,11 +139,23 @@ async fn time_sql(
         let b = ctx.sql(sql).await?.collect().await?;
         times.push(start.elapsed().as_secs_f64());
         assert!(!b.is_empty());
+        if let (Some(f), Some(bound)) = (floor.as_deref_mut(), bound) {
+            bound_floors.push(f.pass()?);
+            let start = Instant::now();
+            std::hint::black_box(ctx.sql(bound).await?.create_physical_plan().await?);
+            plannings.push(start.elapsed().as_secs_f64());
+        }
     }
     if !floors.is_empty() {
         let ratios = times.iter().zip(&floors).map(|(t, f)| t / f).collect();
         report("floor_native_c_paired", name, floors);
         report(&format!("{engine}_per_paired_floor"), name, ratios);
+    }
+    if !plannings.is_empty() {
+        let bounds = plannings.iter().zip(&bound_floors).map(|(p, f)| (f + p) / f).collect();
+        report("floor_native_c_paired_bound", name, bound_floors);
+        report("floor_plus_planning_per_paired_floor", name, bounds);
+        report("datafusion_planning_paired", name, plannings);
     }
     report(engine, name, times);
     Ok(())
@@ -532,7 +561,7 @@ async fn run_multi(tet: &str, reps: usize) -> datafusion::error::Result<()> {
             } else {
                 reps
             };
-            time_sql(&ctx, engine, name, &sql, reps, None).await?;
+            time_sql(&ctx, engine, name, &sql, reps, None, None).await?;
         }
     }
     Ok(())
@@ -688,10 +717,12 @@ async fn time_queries(
             ctx.sql("SET tet.aggregate_pushdown = false").await?.collect().await?;
         }
         if table == "tet" {
-            ctx.register_table(
-                "t",
-                std::sync::Arc::new(datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?),
-            )?;
+            use datafusion::catalog::TableProvider;
+            let provider = datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?;
+            // The table of the planning bound (see `time_sql`).
+            let empty = datafusion::datasource::MemTable::try_new(provider.schema(), vec![vec![]])?;
+            ctx.register_table("empty", std::sync::Arc::new(empty))?;
+            ctx.register_table("t", std::sync::Arc::new(provider))?;
         } else {
             ctx.register_parquet("t", parquet.unwrap_or_default(), ParquetReadOptions::default())
                 .await?;
@@ -699,7 +730,10 @@ async fn time_queries(
         for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
             let sql = sql.replace("{SLICE}", &slice.to_string());
             let paired = floor.as_mut().filter(|_| engine == "ours_rust_api");
-            time_sql(&ctx, engine, name, &sql, reps, paired).await?;
+            let bound = sql.replace(" FROM t", " FROM empty");
+            let bound =
+                Some(bound.as_str()).filter(|_| paired.is_some() && chosen("TET_BENCH_ENGINES", "planning_bound"));
+            time_sql(&ctx, engine, name, &sql, reps, paired, bound).await?;
         }
     }
     if let (Ok(bin), Some(floor)) = (std::env::var("TET_SQL_BIN"), floor.as_mut())

@@ -489,11 +489,17 @@ def main():
               "timed query and reports the median of the per-run ratios, so that a slow or fast spell of the machine "
               "moves both (median seconds of the paired floor passes in the rows `floor_native_c_paired…`). "
               "`ours_tet_sql`: the queries typed into one `tet-sql` session over the file as table `t`, timed by "
-              "the shell's own `Elapsed` (millisecond steps), each after a floor pass of its own:", "",
+              "the shell's own `Elapsed` (millisecond steps), each after a floor pass of its own. "
+              "`floor_plus_planning`: after each run of ours another floor pass, then DataFusion's planning "
+              "(`ctx.sql` and `create_physical_plan`) of the same query over an empty table of the same schema; "
+              "(floor + planning) / floor is what a table provider queried through DataFusion would take if its "
+              "planning cost no more than DataFusion's over an empty table and its execution were the floor's "
+              "pass (DataFusion plans before it executes, with caches cold after a pass):", "",
               "| engine | " + " | ".join(QUERIES) + " |", "| --- | " + " | ".join("---" for _ in QUERIES) + " |"]
     for floor_row, paired in (("floor_native_c_paired", ["ours_rust_api", "ours_rust_api_avx512",
                                                           "ours_rust_api_portable"]),
-                              ("floor_native_c_paired_tet_sql", ["ours_tet_sql"])):
+                              ("floor_native_c_paired_tet_sql", ["ours_tet_sql"]),
+                              ("floor_native_c_paired_bound", ["floor_plus_planning"])):
         lines.append(f"| {floor_row} | " + " | ".join(cell(floor_row, q, lambda x: f"{x:.4f} s")
                                                       for q in QUERIES) + " |")
         for e in paired:
