@@ -446,7 +446,8 @@ async fn time_buckets_of_a_cf_time_axis() {
 }
 
 /// The README's analyses (`sql/analyses.sql`) on the demo file: every one folds and
-/// answers as DataFusion's own plan does.
+/// answers as DataFusion's own plan does (tet-sql writes the demo file).
+#[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread")]
 async fn readme_analyses_fold_and_equal_datafusion() {
     let dir = tempdir();

@@ -3,13 +3,11 @@
 //! metadata — and a corpus written by xarray (netCDF4, zarr) and converted by upstream's
 //! `tet convert`, whose query answers must equal xarray's.
 
-use crate::common::{Val, ctx, rows, rows_of, tempdir};
+use crate::common::{Val, ctx, rows, tempdir};
 use crate::servers;
 use datafusion::prelude::SessionContext;
 use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
-use datafusion_tet::plan::cf_time::CfTime;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One file of the fill-value matrix: values, attributes, and which values the CF rule
 /// keeps (written here independently of the crate's rule).
@@ -309,7 +307,7 @@ async fn ballista_round_trip(case: &FillCase, from: &str) {
         // Decoded in a session that does not set the option: the plan carries it.
         let fresh = crate::common::ctx();
         let back = physical_plan_from_bytes_with_extension_codec(&bytes, &fresh.task_ctx(), &codec).unwrap();
-        let got = numbers(rows_of(
+        let got = numbers(crate::common::rows_of(
             &datafusion::physical_plan::collect(back, fresh.task_ctx())
                 .await
                 .unwrap(),
@@ -431,7 +429,9 @@ async fn bad_cf_attributes_are_errors_naming_the_dataset_and_attribute() {
 
 /// Upstream's `tet` CLI (built with its NetCDF importer): `TET_BIN`, the copy `.ci/run`
 /// installs, or `tet` on the PATH.
-fn upstream_tet() -> Option<PathBuf> {
+#[cfg(feature = "cli")] // the corpus test runs tet-sql
+fn upstream_tet() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
     if let Some(p) = std::env::var_os("TET_BIN") {
         return Some(p.into());
     }
@@ -450,6 +450,7 @@ fn upstream_tet() -> Option<PathBuf> {
 }
 
 /// Build the corpus in a fresh directory: (directory, xarray's answers).
+#[cfg(feature = "cli")] // the corpus test runs tet-sql
 fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
     let skip = |why: String| {
         assert!(
@@ -481,15 +482,18 @@ fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
     Some((dir, answers))
 }
 
+#[cfg(feature = "cli")] // the corpus test runs tet-sql
 fn f64s(v: &serde_json::Value) -> Vec<Option<f64>> {
     v.as_array().unwrap().iter().map(serde_json::Value::as_f64).collect()
 }
 
 /// Relative tolerance for comparing with xarray: float32 data reduced in float32 there.
+#[cfg(feature = "cli")] // the corpus test runs tet-sql
 fn near(a: f64, b: f64) -> bool {
     (a - b).abs() <= 2e-6 * a.abs().max(b.abs()).max(1.0)
 }
 
+#[cfg(feature = "cli")] // the corpus test runs tet-sql
 fn assert_near(got: &[Option<f64>], want: &[Option<f64>], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}\n got {got:?}\nwant {want:?}");
     for (g, w) in got.iter().zip(want) {
@@ -527,6 +531,8 @@ fn tet_sql_csv(dir: &Path, setup: &[&str], queries: &[&str]) -> Vec<Vec<Vec<Stri
 #[cfg(feature = "cli")]
 #[test]
 fn converted_netcdf_and_zarr_answer_as_xarray_does() {
+    use datafusion_tet::plan::cf_time::CfTime;
+    use std::collections::BTreeMap;
     let Some((dir, answers)) = corpus() else { return };
     let dir = dir.path();
     let era5 = &answers["era5"];

@@ -17,6 +17,7 @@ mod format_fixtures;
 mod format_malformed;
 mod format_roundtrip;
 mod format_upstream;
+#[cfg(feature = "cli")] // runs the tet-sql binary
 mod hostile;
 mod layers;
 mod multi;

@@ -288,6 +288,7 @@ pub fn create_bucket(server: &Server, bucket: &str) {
 }
 
 /// A store for `bucket` on a moto server, with the keys the tests use.
+#[cfg(feature = "cli")] // used by the tet-sql and Ballista tests
 pub fn moto_bucket(server: &Server, bucket: &str) -> object_store::aws::AmazonS3 {
     object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&server.endpoint)
@@ -301,6 +302,7 @@ pub fn moto_bucket(server: &Server, bucket: &str) -> object_store::aws::AmazonS3
 }
 
 /// The environment under which `EnvObjectStoreRegistry` reaches that moto server.
+#[cfg(feature = "cli")] // used by the tet-sql and Ballista tests
 pub fn moto_env(server: &Server) -> [(&'static str, &str); 5] {
     [
         ("AWS_ENDPOINT", server.endpoint.as_str()),
