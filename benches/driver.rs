@@ -39,9 +39,10 @@
 //!   per-run ratios), and after each run another floor pass and DataFusion's planning of
 //!   the same query over an empty table (`floor_plus_planning_per_paired_floor`: a provider
 //!   planned as cheaply as an empty table and executed as fast as the floor; engine name
-//!   `planning_bound` in `TET_BENCH_ENGINES`). With `TET_SQL_BIN` too, the same queries run in one `tet-sql`
-//!   session ([`TetSqlSession`]), each after a pass of the floor: `ours_tet_sql_paired`
-//!   (its `Elapsed`), `floor_native_c_paired_tet_sql` and `ours_tet_sql_per_paired_floor`.
+//!   `planning_bound` in `TET_BENCH_ENGINES`). With `TET_SQL_BIN` too, the same queries
+//!   run in one `tet-sql` session ([`TetSqlSession`]), each after a pass of the floor:
+//!   `ours_tet_sql_paired` (its `Elapsed`), `floor_native_c_paired_tet_sql` and
+//!   `ours_tet_sql_per_paired_floor`.
 //!   `TET_BENCH_PARTITIONS` sets DataFusion's target partitions. `TET_BENCH_QUERIES`
 //!   and `TET_BENCH_ENGINES` (comma-separated names) restrict what runs. For a file of
 //!   zstd chunks the floor is `benches/floor_zstd.c` (`TET_FLOOR_ZSTD_BIN`: decompress
@@ -161,17 +162,30 @@ async fn time_sql(
     Ok(())
 }
 
-/// The phases of the plain folds over `tet` (see the module doc).
-async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+/// Register dataset `temp` of `tet` as table `t`, and an empty `MemTable` of the same
+/// schema as table `empty`: DataFusion's own planning of a query over `t` is that of the
+/// same query over `empty` ([`over_empty`]), for `phases` and the planning bound.
+fn register_t_and_empty(ctx: &SessionContext, tet: &str) -> datafusion::error::Result<()> {
     use datafusion::catalog::TableProvider;
-    let ctx = session();
-    datafusion_tet::register(&ctx);
     let table = datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?;
-    // DataFusion's own planning of the same queries over an empty table of the same
-    // schema: the part of `phase_sql` and `phase_plan` that is not ours.
     let empty = datafusion::datasource::MemTable::try_new(table.schema(), vec![vec![]])?;
     ctx.register_table("t", std::sync::Arc::new(table))?;
     ctx.register_table("empty", std::sync::Arc::new(empty))?;
+    Ok(())
+}
+
+/// A benchmark query over table `t` ([`QUERIES`]) over table `empty` instead.
+fn over_empty(sql: &str) -> String {
+    sql.replace(" FROM t", " FROM empty")
+}
+
+/// The phases of the plain folds over `tet` (see the module doc).
+async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    let ctx = session();
+    datafusion_tet::register(&ctx);
+    // DataFusion's own planning of the same queries over an empty table of the same
+    // schema: the part of `phase_sql` and `phase_plan` that is not ours.
+    register_t_and_empty(&ctx, tet)?;
     let mut sweep = vec![0u64; 8 << 20];
     let plain = ["full_mean", "by_lat", "by_time"];
     for (name, sql) in QUERIES.iter().filter(|(name, _)| plain.contains(name)) {
@@ -179,7 +193,11 @@ async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
             ("t", ["phase_sql", "phase_plan", "phase_exec"]),
             ("empty", ["phase_sql_empty", "phase_plan_empty", "phase_exec_empty"]),
         ] {
-            let sql = sql.replace(" FROM t", &format!(" FROM {table}"));
+            let sql = if table == "empty" {
+                over_empty(sql)
+            } else {
+                sql.to_string()
+            };
             ctx.sql(&sql).await?.collect().await?; // warm-up
             let mut times = [Vec::new(), Vec::new(), Vec::new()];
             for r in 0..reps {
@@ -717,12 +735,8 @@ async fn time_queries(
             ctx.sql("SET tet.aggregate_pushdown = false").await?.collect().await?;
         }
         if table == "tet" {
-            use datafusion::catalog::TableProvider;
-            let provider = datafusion_tet::TetTableProvider::try_new(tet, Some("temp"))?;
-            // The table of the planning bound (see `time_sql`).
-            let empty = datafusion::datasource::MemTable::try_new(provider.schema(), vec![vec![]])?;
-            ctx.register_table("empty", std::sync::Arc::new(empty))?;
-            ctx.register_table("t", std::sync::Arc::new(provider))?;
+            // `empty`: the table of the planning bound (see `time_sql`).
+            register_t_and_empty(&ctx, tet)?;
         } else {
             ctx.register_parquet("t", parquet.unwrap_or_default(), ParquetReadOptions::default())
                 .await?;
@@ -730,7 +744,7 @@ async fn time_queries(
         for (name, sql) in QUERIES.iter().filter(|(name, _)| chosen("TET_BENCH_QUERIES", name)) {
             let sql = sql.replace("{SLICE}", &slice.to_string());
             let paired = floor.as_mut().filter(|_| engine == "ours_rust_api");
-            let bound = sql.replace(" FROM t", " FROM empty");
+            let bound = over_empty(&sql);
             let bound =
                 Some(bound.as_str()).filter(|_| paired.is_some() && chosen("TET_BENCH_ENGINES", "planning_bound"));
             time_sql(&ctx, engine, name, &sql, reps, paired, bound).await?;
