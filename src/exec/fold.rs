@@ -14,7 +14,7 @@
 //! variance states merge as (count, mean, M2) with Chan's formula.
 
 use super::groups::Rows;
-use super::simd::{multiversion, prefetch_ahead, prefetch_lines_ahead};
+use super::simd::{multiversion, prefetch_ahead, prefetch_distance, prefetch_lines_ahead};
 use crate::format::{MissingValues, elements};
 use crate::plan::{Affine, AggFunc, KeyRange, NanRule, order_key};
 use half::f16;
@@ -92,9 +92,10 @@ pub fn zip_sum<T: Elem>(x: &[T], y: &[T], f: impl Fn(T, T) -> T) -> f64 {
     let mut s = [0f64; CO_LANES];
     let (cx, cy) = (x.chunks_exact(CO_LANES), y.chunks_exact(CO_LANES));
     let (rx, ry) = (cx.remainder(), cy.remainder());
+    let ahead = prefetch_distance(std::mem::size_of_val(x));
     for (a, b) in cx.zip(cy) {
-        prefetch_ahead(a);
-        prefetch_ahead(b);
+        prefetch_ahead(a, ahead);
+        prefetch_ahead(b, ahead);
         for i in 0..CO_LANES {
             s[i] += f(a[i], b[i]).f();
         }
@@ -117,8 +118,9 @@ pub fn masked_sum<T: Elem>(y: &[T], mask: &[u8]) -> (u64, f64) {
     let (ry, rm) = (cy.remainder(), cm.remainder());
     // `y` or +0 by its bits (`mask` 1 → every bit kept): a select that vectorizes.
     let keep = |a: T, k: u8| f64::from_bits(a.f().to_bits() & (k as u64).wrapping_neg());
+    let ahead = prefetch_distance(std::mem::size_of_val(y));
     for (a, k) in cy.zip(cm) {
-        prefetch_ahead(a);
+        prefetch_ahead(a, ahead);
         for i in 0..CO_LANES {
             s[i] += keep(a[i], k[i]);
         }
@@ -767,17 +769,18 @@ fn eight_lanes_total(s: [f64; L]) -> f64 {
 fn for_blocks<T, const N: usize>(x: &[T], mut f: impl FnMut(&[T; N])) -> &[T] {
     let (blocks, rest) = x.as_chunks::<N>();
     let (pairs, last) = blocks.as_chunks::<2>();
+    let ahead = prefetch_distance(std::mem::size_of_val(x));
     for [a, b] in pairs {
         // A prefetch per 64 bytes: blocks shorter than a line share the first one's.
-        prefetch_lines_ahead(std::slice::from_ref(a));
+        prefetch_lines_ahead(std::slice::from_ref(a), ahead);
         if N * std::mem::size_of::<T>() >= 64 {
-            prefetch_lines_ahead(std::slice::from_ref(b));
+            prefetch_lines_ahead(std::slice::from_ref(b), ahead);
         }
         f(a);
         f(b);
     }
     for a in last {
-        prefetch_lines_ahead(std::slice::from_ref(a));
+        prefetch_lines_ahead(std::slice::from_ref(a), ahead);
         f(a);
     }
     rest

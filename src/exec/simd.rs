@@ -95,26 +95,45 @@ pub fn force(isa: Isa) -> Isa {
     isa
 }
 
-/// How far ahead of the elements being folded the kernels ask for memory ([`prefetch_ahead`]).
-/// 8 KiB, as the native floor uses, measured 6–8% faster on folds of whole tiles but 12–23%
-/// slower on `GROUP BY lat` (one call per 2880-byte row), paired with the floor (Dec 2026).
-const PREFETCH_BYTES: usize = 2048;
+/// How far ahead of the elements being folded the kernels ask for memory in a short run
+/// ([`prefetch_distance`]): `GROUP BY lat` folds one 2880-byte row per call, and 8 KiB ahead
+/// made it 12–23% slower than 2 KiB, paired with the floor (Dec 2026).
+const PREFETCH_NEAR: usize = 2048;
 
-/// Ask the CPU to bring the cache line `PREFETCH_BYTES` past the start of `x` into its
-/// caches: a hint, not a read (it never faults, so that address may lie past the end of
-/// the data). The kernels call it on each block before folding it: the hardware's own
-/// stream prefetchers stop at each 4 KiB page, the kernels' loads would otherwise wait
-/// for memory at every page of a tile's run.
+/// How far ahead they ask in a long run: 8 KiB, as the native floor does. Over the
+/// benchmark's cube (whole tiles, 1 MiB runs) on an Intel Xeon, alternating builds (Dec 5
+/// 2026): the kernel alone 1.07× and 1.10× the floor against 1.13× and 1.14× at 2 KiB; the
+/// full mean through the Rust API 1.18–1.21× the paired floor against 1.21–1.23× (four
+/// runs of each); `GROUP BY lat` unchanged (its rows stay at 2 KiB).
+const PREFETCH_FAR: usize = 8192;
+
+/// The prefetch distance for a run of `bytes` (the whole slice a kernel call folds):
+/// [`PREFETCH_FAR`] from twice that distance on, where most prefetches still land inside
+/// the run, else [`PREFETCH_NEAR`].
 #[inline(always)]
-pub fn prefetch_ahead<T>(x: &[T]) {
-    prefetch_at(x.as_ptr().cast::<u8>());
+pub fn prefetch_distance(bytes: usize) -> usize {
+    if bytes >= 2 * PREFETCH_FAR {
+        PREFETCH_FAR
+    } else {
+        PREFETCH_NEAR
+    }
+}
+
+/// Ask the CPU to bring the cache line `ahead` bytes past the start of `x` into its
+/// caches: a hint, not a read (it never faults, so that address may lie past the end of
+/// the data). The kernels call it on each block before folding it, with `ahead` from
+/// [`prefetch_distance`]: the hardware's own stream prefetchers stop at each 4 KiB page,
+/// the kernels' loads would otherwise wait for memory at every page of a tile's run.
+#[inline(always)]
+pub fn prefetch_ahead<T>(x: &[T], ahead: usize) {
+    prefetch_at(x.as_ptr().cast::<u8>().wrapping_add(ahead));
 }
 
 /// [`prefetch_ahead`] of each 64-byte cache line of `x` (once for a block of at most 64
 /// bytes): a kernel's step over more bytes than a line still asks for all of them.
 #[inline(always)]
-pub fn prefetch_lines_ahead<T>(x: &[T]) {
-    let p = x.as_ptr().cast::<u8>();
+pub fn prefetch_lines_ahead<T>(x: &[T], ahead: usize) {
+    let p = x.as_ptr().cast::<u8>().wrapping_add(ahead);
     let mut at = 0;
     while at < std::mem::size_of_val(x) {
         prefetch_at(p.wrapping_add(at));
@@ -122,10 +141,9 @@ pub fn prefetch_lines_ahead<T>(x: &[T]) {
     }
 }
 
-/// The prefetch of the line [`PREFETCH_BYTES`] past `p`.
+/// The prefetch of the line at `p`.
 #[inline(always)]
 fn prefetch_at(p: *const u8) {
-    let p = p.wrapping_add(PREFETCH_BYTES);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the
     // address; SSE is part of the x86-64 baseline.
