@@ -17,11 +17,21 @@
 //!   `MemTable` of the table's schema (`phase_sql_empty`, ...): DataFusion's own planning
 //!   cost, for comparison with ours. On a small file (`write-tet` of a cube with tiny `LAT`/`LON`)
 //!   it measures the per-query and per-chunk fixed costs alone.
+//! `bench plans OUT.tet REPS`: the planning of each plain fold (`ctx.sql` and
+//!   `create_physical_plan`) repeated back to back, over `t` (`plan_warm`) and over the
+//!   empty `MemTable` (`plan_warm_empty`): planning with warm caches, where `phases`
+//!   measures it cold (and a profiler can watch it alone).
 //! `bench kernel OUT.tet REPS`: the crate's fold kernel alone (`fold_run`, the sum and
 //!   count of `avg`) over every chunk of dataset `temp` read through one mmap, the chunks
 //!   split in contiguous halves (one per core), on OS threads (`kernel_threads`) and on the
 //!   tokio runtime's workers (`kernel_tokio`): what the fold costs without DataFusion,
 //!   to set beside the native floor (`TET_FLOOR_BIN`, `floor_native_c`) of the same run.
+//!   Beside them, alternating with them in each repetition: the execution of the full
+//!   mean's physical plan, planned once (`engine_exec`: what the engine adds to the
+//!   kernel), and `benches/floor.c`'s loop written in Rust run the kernel's way
+//!   (`floor_loop_tokio`, x86-64 with AVX2; `TET_FLOOR_LOOP_AHEAD` sets its prefetch
+//!   distance): what of the kernel's gap to the floor is not the kernel's code.
+//!   `TET_KERNEL_MODES` (comma-separated names) restricts the modes.
 //!   `TET_KERNEL_ROW=720` folds each chunk as rows of 720 values into a group per row
 //!   (the kernel calls of `GROUP BY lat`). `TET_KERNEL_PASSES=N` folds every chunk N times
 //!   per repetition: over a file that fits the caches, what the kernel's arithmetic allows.
@@ -223,6 +233,28 @@ async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     Ok(())
 }
 
+/// Plan the plain folds over `tet` (`ctx.sql` and `create_physical_plan`), over table `t`
+/// and over its empty twin, `reps` times each back to back: planning with warm caches
+/// (see the module doc).
+async fn plans(tet: &str, reps: usize) -> datafusion::error::Result<()> {
+    let ctx = session();
+    datafusion_tet::register(&ctx);
+    register_t_and_empty(&ctx, tet)?;
+    let plain = ["full_mean", "by_lat", "by_time"];
+    for (name, sql) in QUERIES.iter().filter(|(name, _)| plain.contains(name)) {
+        for (engine, sql) in [("plan_warm", sql.to_string()), ("plan_warm_empty", over_empty(sql))] {
+            let mut times = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                let start = Instant::now();
+                std::hint::black_box(ctx.sql(&sql).await?.create_physical_plan().await?);
+                times.push(start.elapsed().as_secs_f64());
+            }
+            report(engine, name, times);
+        }
+    }
+    Ok(())
+}
+
 /// The fold kernel alone (see the module doc).
 async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     use datafusion_tet::exec::fold::{Accumulators, Keep, Needs, fold_run};
@@ -287,34 +319,136 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
         }
         acc.fsum.iter().sum::<f64>()
     };
-    let (mut on_threads, mut on_tokio) = (Vec::new(), Vec::new());
-    let mut sums = (0.0, 0.0);
+    // The full mean through the engine: its physical plan, planned once and executed
+    // each repetition (execution alone, to set beside the kernel's).
+    let ctx = session();
+    datafusion_tet::register(&ctx);
+    register_t_and_empty(&ctx, tet)?;
+    let plan = ctx.sql("SELECT avg(v) FROM t").await?.create_physical_plan().await?;
+    let ahead = floor_loop_ahead();
+    let modes = ["kernel_threads", "kernel_tokio", "engine_exec", "floor_loop_tokio"];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut sums = [f64::NAN; 4];
+    // The modes alternate within each repetition, so that each sees the same spells of the
+    // machine's memory speed; the first repetition warms up.
     for _ in 0..reps + 1 {
-        let start = Instant::now();
-        sums.0 = std::thread::scope(|s| {
-            let handles: Vec<_> = parts.iter().map(|p| s.spawn(|| fold(&map, p))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
-        });
-        on_threads.push(start.elapsed().as_secs_f64());
-        let start = Instant::now();
-        let handles: Vec<_> = parts
-            .iter()
-            .map(|p| {
-                let (map, p) = (map.clone(), p.clone());
-                tokio::spawn(async move { fold(&map, &p) })
-            })
-            .collect();
-        sums.1 = 0.0;
-        for h in handles {
-            sums.1 += h.await.unwrap_or(f64::NAN);
+        for (m, mode) in modes.iter().enumerate() {
+            if !chosen("TET_KERNEL_MODES", mode) || (m == 3 && ahead.is_none()) {
+                continue;
+            }
+            let start = Instant::now();
+            sums[m] = match m {
+                0 => std::thread::scope(|s| {
+                    let handles: Vec<_> = parts.iter().map(|p| s.spawn(|| fold(&map, p))).collect();
+                    handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
+                }),
+                1 => on_workers(&map, &parts, fold).await,
+                2 => {
+                    let out = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx()).await?;
+                    let mean = out.first().map(|b| b.column(0).clone());
+                    let mean = mean
+                        .as_ref()
+                        .and_then(|c| c.as_any().downcast_ref::<arrow::array::Float64Array>());
+                    mean.map_or(f64::NAN, |c| c.value(0))
+                }
+                _ => {
+                    let ahead = ahead.unwrap_or_default();
+                    on_workers(&map, &parts, move |map: &[u8], part: &[(usize, usize)]| {
+                        part.iter()
+                            .map(|&(a, b)| floor_loop(&datafusion_tet::format::elements::<f32>(&map[a..b]), ahead))
+                            .sum()
+                    })
+                    .await
+                }
+            };
+            times[m].push(start.elapsed().as_secs_f64());
         }
-        on_tokio.push(start.elapsed().as_secs_f64());
     }
-    eprintln!("kernel sums {} {}", sums.0, sums.1);
-    // The first repetition warms up.
-    report("kernel_threads", "full_mean", on_threads.split_off(1));
-    report("kernel_tokio", "full_mean", on_tokio.split_off(1));
+    eprintln!("kernel sums (threads, tokio, engine mean, floor loop) {sums:?}");
+    for (mode, mut t) in modes.iter().zip(times) {
+        if !t.is_empty() {
+            report(mode, "full_mean", t.split_off(1));
+        }
+    }
     Ok(())
+}
+
+/// Run `f` over each part of `map`'s spans in a task of its own on the tokio runtime's
+/// workers (as DataFusion runs partitions); the sum of their results.
+async fn on_workers<F>(map: &std::sync::Arc<memmap2::Mmap>, parts: &[Vec<(usize, usize)>], f: F) -> f64
+where
+    F: Fn(&[u8], &[(usize, usize)]) -> f64 + Copy + Send + 'static,
+{
+    let handles: Vec<_> = parts
+        .iter()
+        .map(|p| {
+            let (map, p) = (map.clone(), p.clone());
+            tokio::spawn(async move { f(&map, &p) })
+        })
+        .collect();
+    let mut sum = 0.0;
+    for h in handles {
+        sum += h.await.unwrap_or(f64::NAN);
+    }
+    sum
+}
+
+/// The prefetch distance of [`floor_loop`] (`TET_FLOOR_LOOP_AHEAD`, default 8192 bytes as
+/// in `benches/floor.c`), or `None` where the CPU lacks AVX2 (the loop is x86-64 AVX2).
+fn floor_loop_ahead() -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        return Some(
+            std::env::var("TET_FLOOR_LOOP_AHEAD")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8192),
+        );
+    }
+    None
+}
+
+/// The loop of `benches/floor.c` in Rust: the f64 sum of `v` in four 256-bit lanes of f64
+/// fed by conversions from memory, a prefetch `ahead` bytes past each 64-byte block. Not a
+/// floor (the floor is the native program): it runs `kernel`'s way (per chunk, on the tokio
+/// workers) to tell how much of the kernel's gap to the floor is the kernel's code.
+fn floor_loop(v: &[f32], ahead: usize) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(v: &[f32], ahead: usize) -> f64 {
+            use std::arch::x86_64::*;
+            let (blocks, rest) = v.as_chunks::<16>();
+            let z = _mm256_setzero_pd();
+            let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+            for b in blocks {
+                let p = b.as_ptr();
+                _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>().wrapping_add(ahead));
+                // SAFETY: `b` holds 16 f32, the four unaligned loads read them.
+                unsafe {
+                    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(p)));
+                    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(p.add(4))));
+                    a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(p.add(8))));
+                    a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(p.add(12))));
+                }
+            }
+            let mut lanes = [0f64; 4];
+            // SAFETY: `lanes` holds four f64.
+            unsafe {
+                _mm256_storeu_pd(
+                    lanes.as_mut_ptr(),
+                    _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)),
+                )
+            };
+            lanes.iter().sum::<f64>() + rest.iter().map(|&x| x as f64).sum::<f64>()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { avx2(v, ahead) };
+        }
+    }
+    let _ = ahead;
+    v.iter().map(|&x| x as f64).sum()
 }
 
 /// Write the f32 cube `raw` [t, lat, lon] as `.tet` at `out`.
@@ -371,6 +505,7 @@ async fn main() -> datafusion::error::Result<()> {
         }
         Some("run") => run(&args[2], Some(&args[3]), args[4].parse::<usize>().expect("reps")).await?,
         Some("kernel") => kernel(&args[2], args[3].parse::<usize>().expect("reps")).await?,
+        Some("plans") => plans(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         Some("phases") => phases(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         Some("run-multi") => run_multi(&args[2], args[3].parse::<usize>().expect("reps")).await?,
         None | Some("--bench") => {
@@ -397,7 +532,8 @@ async fn main() -> datafusion::error::Result<()> {
         }
         _ => eprintln!(
             "usage: driver [write-tet RAW OUT T LAT LON [zstd] | write-tet2 RAW_A RAW_B OUT T LAT LON | \
-             run TET PARQUET REPS | phases TET REPS | kernel TET REPS | run-multi TET REPS]"
+             run TET PARQUET REPS | phases TET REPS | plans TET REPS | kernel TET REPS | \
+             run-multi TET REPS]"
         ),
     }
     Ok(())

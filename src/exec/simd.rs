@@ -100,12 +100,15 @@ pub fn force(isa: Isa) -> Isa {
 /// made it 12–23% slower than 2 KiB, paired with the floor (Dec 2026).
 const PREFETCH_NEAR: usize = 2048;
 
-/// How far ahead they ask in a long run: 8 KiB, as the native floor does. Over the
-/// benchmark's cube (whole tiles, 1 MiB runs) on an Intel Xeon, alternating builds (Dec 5
-/// 2026): the kernel alone 1.07× and 1.10× the floor against 1.13× and 1.14× at 2 KiB; the
-/// full mean through the Rust API 1.18–1.21× the paired floor against 1.21–1.23× (four
-/// runs of each); `GROUP BY lat` unchanged (its rows stay at 2 KiB).
-const PREFETCH_FAR: usize = 8192;
+/// How far ahead they ask in a long run: 4 KiB. Over the benchmark's cube (whole tiles,
+/// 1 MiB runs) on an Intel Xeon, with the distance set per run of the same build and the
+/// settings alternating (Dec 6 2026, floor 18–19.5 ms): the kernel alone 1.08–1.10× the
+/// floor at 4 KiB, 1.11–1.17× at 8 KiB, 1.10–1.12× at 2 KiB (three rounds); the full mean
+/// through the Rust API 1.21–1.23× the paired floor at 4 KiB against 1.24–1.25× at 8 KiB,
+/// `GROUP BY time` 1.23–1.24× against 1.25–1.26× (three rounds). On Dec 5, in a slower
+/// spell, 8 KiB had beaten 2 KiB (4 KiB not measured). The native floor's own loop is
+/// fastest at 8 KiB and keeps it.
+const PREFETCH_FAR: usize = 4096;
 
 /// The prefetch distance for a run of `bytes` (the whole slice a kernel call folds):
 /// [`PREFETCH_FAR`] from twice that distance on, where most prefetches still land inside
