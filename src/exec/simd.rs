@@ -105,9 +105,9 @@ const PREFETCH_NEAR: usize = 2048;
 /// settings alternating (Dec 6 2026, floor 18–19.5 ms): the kernel alone 1.08–1.10× the
 /// floor at 4 KiB, 1.11–1.17× at 8 KiB, 1.10–1.12× at 2 KiB (three rounds); the full mean
 /// through the Rust API 1.21–1.23× the paired floor at 4 KiB against 1.24–1.25× at 8 KiB,
-/// `GROUP BY time` 1.23–1.24× against 1.25–1.26× (three rounds). On Dec 5, in a slower
-/// spell, 8 KiB had beaten 2 KiB (4 KiB not measured). The native floor's own loop is
-/// fastest at 8 KiB and keeps it.
+/// `GROUP BY time` 1.23–1.24× against 1.25–1.26× (three rounds). Hours before (the night
+/// of Dec 5 to 6, a slower spell), 8 KiB had beaten 2 KiB everywhere (4 KiB was not
+/// measured). The native floor's own loop is fastest at 8 KiB and keeps it.
 const PREFETCH_FAR: usize = 4096;
 
 /// The prefetch distance for a run of `bytes` (the whole slice a kernel call folds):
