@@ -184,6 +184,22 @@ fn register_t_and_empty(ctx: &SessionContext, tet: &str) -> datafusion::error::R
     Ok(())
 }
 
+/// A session ([`session`]) with the crate registered and `tet` as table `t` beside its
+/// empty twin ([`register_t_and_empty`]).
+fn session_over(tet: &str) -> datafusion::error::Result<SessionContext> {
+    let ctx = session();
+    datafusion_tet::register(&ctx);
+    register_t_and_empty(&ctx, tet)?;
+    Ok(ctx)
+}
+
+/// The plain folds among [`QUERIES`]: the full mean, `GROUP BY lat` and `GROUP BY time`.
+fn plain_folds() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    QUERIES
+        .iter()
+        .filter(|(name, _)| ["full_mean", "by_lat", "by_time"].contains(name))
+}
+
 /// A benchmark query over table `t` ([`QUERIES`]) over table `empty` instead.
 fn over_empty(sql: &str) -> String {
     sql.replace(" FROM t", " FROM empty")
@@ -191,14 +207,11 @@ fn over_empty(sql: &str) -> String {
 
 /// The phases of the plain folds over `tet` (see the module doc).
 async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
-    let ctx = session();
-    datafusion_tet::register(&ctx);
     // DataFusion's own planning of the same queries over an empty table of the same
     // schema: the part of `phase_sql` and `phase_plan` that is not ours.
-    register_t_and_empty(&ctx, tet)?;
+    let ctx = session_over(tet)?;
     let mut sweep = vec![0u64; 8 << 20];
-    let plain = ["full_mean", "by_lat", "by_time"];
-    for (name, sql) in QUERIES.iter().filter(|(name, _)| plain.contains(name)) {
+    for (name, sql) in plain_folds() {
         for (table, phases) in [
             ("t", ["phase_sql", "phase_plan", "phase_exec"]),
             ("empty", ["phase_sql_empty", "phase_plan_empty", "phase_exec_empty"]),
@@ -237,11 +250,8 @@ async fn phases(tet: &str, reps: usize) -> datafusion::error::Result<()> {
 /// and over its empty twin, `reps` times each back to back: planning with warm caches
 /// (see the module doc).
 async fn plans(tet: &str, reps: usize) -> datafusion::error::Result<()> {
-    let ctx = session();
-    datafusion_tet::register(&ctx);
-    register_t_and_empty(&ctx, tet)?;
-    let plain = ["full_mean", "by_lat", "by_time"];
-    for (name, sql) in QUERIES.iter().filter(|(name, _)| plain.contains(name)) {
+    let ctx = session_over(tet)?;
+    for (name, sql) in plain_folds() {
         for (engine, sql) in [("plan_warm", sql.to_string()), ("plan_warm_empty", over_empty(sql))] {
             let mut times = Vec::with_capacity(reps);
             for _ in 0..reps {
@@ -321,29 +331,28 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
     };
     // The full mean through the engine: its physical plan, planned once and executed
     // each repetition (execution alone, to set beside the kernel's).
-    let ctx = session();
-    datafusion_tet::register(&ctx);
-    register_t_and_empty(&ctx, tet)?;
+    let ctx = session_over(tet)?;
     let plan = ctx.sql("SELECT avg(v) FROM t").await?.create_physical_plan().await?;
     let ahead = floor_loop_ahead();
     let modes = ["kernel_threads", "kernel_tokio", "engine_exec", "floor_loop_tokio"];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut sums = [f64::NAN; 4];
+    let runs = |mode: &str| chosen("TET_KERNEL_MODES", mode) && (mode != "floor_loop_tokio" || ahead.is_some());
     // The modes alternate within each repetition, so that each sees the same spells of the
     // machine's memory speed; the first repetition warms up.
     for _ in 0..reps + 1 {
         for (m, mode) in modes.iter().enumerate() {
-            if !chosen("TET_KERNEL_MODES", mode) || (m == 3 && ahead.is_none()) {
+            if !runs(mode) {
                 continue;
             }
             let start = Instant::now();
-            sums[m] = match m {
-                0 => std::thread::scope(|s| {
+            sums[m] = match *mode {
+                "kernel_threads" => std::thread::scope(|s| {
                     let handles: Vec<_> = parts.iter().map(|p| s.spawn(|| fold(&map, p))).collect();
                     handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
                 }),
-                1 => on_workers(&map, &parts, fold).await,
-                2 => {
+                "kernel_tokio" => on_workers(&map, &parts, fold).await,
+                "engine_exec" => {
                     let out = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx()).await?;
                     let mean = out.first().map(|b| b.column(0).clone());
                     let mean = mean
@@ -351,6 +360,7 @@ async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
                         .and_then(|c| c.as_any().downcast_ref::<arrow::array::Float64Array>());
                     mean.map_or(f64::NAN, |c| c.value(0))
                 }
+                // floor_loop_tokio
                 _ => {
                     let ahead = ahead.unwrap_or_default();
                     on_workers(&map, &parts, move |map: &[u8], part: &[(usize, usize)]| {
