@@ -944,6 +944,24 @@ fn lanes_for<T: Elem, const NAN: bool>(run: &[T], needs: Needs, ok: impl Fn(T) -
     }
 }
 
+/// [`run_stats`] of a run of which only the sum is needed, from its lanes' sums `s`: the
+/// remainder past the lanes added to them, then their total.
+#[inline(always)]
+fn summed<T: Elem>(run: &[T], mut s: [f64; L]) -> RunStats<T> {
+    for (i, x) in run.chunks_exact(L).remainder().iter().enumerate() {
+        s[i] += x.f();
+    }
+    RunStats {
+        n: run.len() as u64,
+        fsum: eight_lanes_total(s),
+        isum: 0,
+        min: T::MAX,
+        max: T::MIN,
+        nans: 0,
+        nan_signs: 0,
+    }
+}
+
 #[inline(always)]
 fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
     let missing = &keep.missing;
@@ -963,36 +981,30 @@ fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> RunStats<T> {
     // other per-run state (`GROUP BY lat` calls this once per 720-value row).
     if missing.is_empty() && keep.range.is_none() && !needs.min_max && (T::FLOAT || !needs.isum) {
         // A long f32 run on an x86-64 copy: the hand-written loop over its whole
-        // 16-element blocks.
-        let (mut s, mut done) = ([0f64; L], 0);
+        // 16-element blocks, then the lanes below over the rest (at most one 8-element
+        // block), added to each lane as the loop would add them.
         #[cfg(target_arch = "x86_64")]
         if let Some(x) = T::as_f32(run)
             && super::simd::current() != super::simd::Isa::Portable
         {
+            let mut s = [0f64; L];
             // SAFETY: `current` names a level above the portable one only when the CPU
             // has AVX2, so AVX.
-            done = unsafe { super::simd::f32_lane_sums(x, &mut s) };
+            let done = unsafe { super::simd::f32_lane_sums(x, &mut s) };
+            if done > 0 {
+                let more = std::hint::black_box(lanes::<T, true, false, false, false>(&run[done..], |_| true).fs);
+                for (a, b) in s.iter_mut().zip(more) {
+                    *a += b;
+                }
+                return summed(run, s);
+            }
         }
-        // The rest (the whole run where that loop does not run; else at most one
-        // 8-element block, which adds to each lane as the loop would). Opaque to LLVM: seeing
-        // the pairwise total below, it vectorized the lanes in the total's pairs, with a
-        // shuffle per load (1.15x slower over the cube).
-        let more = std::hint::black_box(lanes::<T, true, false, false, false>(&run[done..], |_| true).fs);
-        for (a, b) in s.iter_mut().zip(more) {
-            *a += b;
-        }
-        for (i, x) in run.chunks_exact(L).remainder().iter().enumerate() {
-            s[i] += x.f();
-        }
-        return RunStats {
-            n: run.len() as u64,
-            fsum: eight_lanes_total(s),
-            isum: 0,
-            min: T::MAX,
-            max: T::MIN,
-            nans: 0,
-            nan_signs: 0,
-        };
+        // Opaque to LLVM: seeing the pairwise total below, it vectorized the lanes in the
+        // total's pairs, with a shuffle per load (1.15x slower over the cube).
+        return summed(
+            run,
+            std::hint::black_box(lanes::<T, true, false, false, false>(run, |_| true).fs),
+        );
     }
     let check = missing.check();
     let s = match (keep.range, check) {
@@ -1320,6 +1332,9 @@ multiversion! {
     /// run, in one call (a call per row of 720 values cost its dispatch and the walk's step
     /// per row).
     pub fn fold_rows[T](acc: &mut Accumulators, tile: &[T], rows: &Rows, keep: &Keep<T>) where [T: Elem] {
+        if f32_rows(acc, tile, rows, keep) {
+            return;
+        }
         // Inlined, as every closure of a kernel must be: a closure is compiled for the
         // baseline unless inlined into the copy (not inlined, this fold of rows ran in
         // SSE2, `GROUP BY lat` 15-30% slower).
@@ -1328,6 +1343,55 @@ multiversion! {
             #[inline(always)]
             |g, row| run_into(acc, g, row, keep),
         );
+    }
+}
+
+/// [`fold_rows`] of f32 rows of a multiple of 16 values when only their sums are needed
+/// and nothing is missing or ranged, on an x86-64 copy: each row's total from
+/// [`simd::f32_row_totals`](super::simd::f32_row_totals), bit-identical to the row's
+/// [`fold_run`]. False (nothing folded) where that does not apply.
+#[inline(always)]
+fn f32_rows<T: Elem>(acc: &mut Accumulators, tile: &[T], rows: &Rows, keep: &Keep<T>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::simd::{Isa, current, f32_row_totals};
+        let len = rows.row_len;
+        if !(acc.needs.sum_only() && keep.missing.is_empty() && keep.range.is_none())
+            || len == 0
+            || !len.is_multiple_of(16)
+            || current() == Isa::Portable
+        {
+            return false;
+        }
+        let Some(x) = T::as_f32(&tile[rows.tile_offset..rows.tile_offset + rows.len()]) else {
+            return false;
+        };
+        const BATCH: usize = 64;
+        let mut totals = [0f64; BATCH];
+        for (ids, cells) in rows.ids.chunks(BATCH).zip(x.chunks(BATCH * len)) {
+            let totals = &mut totals[..ids.len()];
+            // SAFETY: `current` names a level above the portable one only when the CPU
+            // has AVX2, so AVX.
+            if !unsafe { f32_row_totals(cells, len, totals) } {
+                // Not reached: `cells` holds `ids.len()` whole rows of a multiple of 16.
+                for (&id, row) in ids.iter().zip(cells.chunks_exact(len)) {
+                    run_into(acc, rows.base + id as usize * rows.stride, row, &Keep::default());
+                }
+                continue;
+            }
+            for (&id, &total) in ids.iter().zip(totals.iter()) {
+                let g = rows.base + id as usize * rows.stride;
+                acc.cells[g] += len as u64;
+                acc.n[g] += len as u64;
+                acc.fsum[g] += total;
+            }
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (acc, tile, rows, keep);
+        false
     }
 }
 
@@ -1943,12 +2007,13 @@ mod tests {
                     }),
                 },
             ];
-            // Rows of 23 (a remainder past the lanes) and of 8, groups repeated and skipped.
+            // Rows of 23 (a remainder past the lanes), 8, 16 and 48 (the hand-written loop
+            // of f32 rows), groups repeated and skipped.
             let ids = [2u32, 0, 2, 5, 1, 1, 4, 0];
             let (base, stride) = (3, 2);
             for k in &keeps {
                 for needs in every_needs::<T>() {
-                    for row_len in [23, 8] {
+                    for row_len in [23, 8, 16, 48] {
                         // The rows start past the tile's first cell.
                         let rows = Rows {
                             tile_offset: 3,
@@ -1981,9 +2046,9 @@ mod tests {
             }
         }
         let mut seed = 5;
-        let f32s = f32s_with_nans(&mut seed, 203);
+        let f32s = f32s_with_nans(&mut seed, 400);
         check(&f32s, f32s[6]);
-        let i16s: Vec<i16> = (0..203).map(|_| random(&mut seed) as i16).collect();
+        let i16s: Vec<i16> = (0..400).map(|_| random(&mut seed) as i16).collect();
         check(&i16s, i16s[2]);
     }
 
