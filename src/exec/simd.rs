@@ -170,8 +170,10 @@ fn prefetch_at(p: *const u8) {
 /// 20.9–22.4 ms; the same loop in Rust intrinsics, which LLVM unrolls to 128 bytes per
 /// step with two prefetches, 23.9–25.6 ms; that loop kept at 64 bytes by a barrier, with
 /// its loads indexed, 23.7–23.9 ms; this loop, 21.9–22.0 ms (21.7–21.8 ms per chunk on
-/// tokio's workers, as the fold runs it). In C, 128 bytes per step took 26–31 ms and no
-/// prefetch 28 ms: one prefetch per 64-byte step, between the loads, is the shape.
+/// tokio's workers, as the fold runs it). In C: 128 bytes per step with its two prefetches
+/// together or at the step's start 26–32 ms, with each after the first load of its 64
+/// bytes 22.1–22.4 ms, one prefetch per 128 bytes 33 ms, two per 64 bytes 23.2–23.5 ms,
+/// none 28 ms. One prefetch per 64-byte step, between the loads, is the shape.
 /// Shorter runs are left to the portable loop, which was faster on them: `GROUP BY lat`'s
 /// 2880-byte rows (one kernel call each, the same cube and day) took 22.6–23.2 ms in it and
 /// 24.1–24.3 ms in this loop (2 KiB ahead; 1 or 4 KiB were slower still).
