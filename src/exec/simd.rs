@@ -158,6 +158,29 @@ fn prefetch_at(p: *const u8) {
     let _ = p;
 }
 
+/// The step of the hand-written f32 loops ([`f32_lane_sums`], [`f32_row_totals`]), as
+/// assembly text: 64 bytes at `{p}` widened to f64 and added to lanes 0–3 (ymm0) and
+/// 4–7 (ymm1), one prefetch `{ahead}` bytes past them between the loads; then `{p}`
+/// advanced and compared with `{end}` (the caller's `jne` closes the loop).
+#[cfg(target_arch = "x86_64")]
+macro_rules! f32_step {
+    () => {
+        concat!(
+            "vcvtps2pd ymm2, xmmword ptr [{p}]\n",
+            "prefetcht0 byte ptr [{p} + {ahead}]\n",
+            "vaddpd ymm0, ymm0, ymm2\n",
+            "vcvtps2pd ymm3, xmmword ptr [{p} + 16]\n",
+            "vaddpd ymm1, ymm1, ymm3\n",
+            "vcvtps2pd ymm2, xmmword ptr [{p} + 32]\n",
+            "vaddpd ymm0, ymm0, ymm2\n",
+            "vcvtps2pd ymm3, xmmword ptr [{p} + 48]\n",
+            "vaddpd ymm1, ymm1, ymm3\n",
+            "add {p}, 64\n",
+            "cmp {p}, {end}",
+        )
+    };
+}
+
 /// Add the f32 of `x`'s whole 16-element blocks to eight f64 lanes, in order, when `x` is a
 /// long run ([`LONG_RUN`] bytes or more): lane `i` takes the elements at `i` mod 8, one
 /// chain of adds per lane, as the fold's portable loop adds them (so the lanes are
@@ -200,17 +223,7 @@ pub unsafe fn f32_lane_sums(x: &[f32], lanes: &mut [f64; 8]) -> usize {
             "vmovupd ymm0, ymmword ptr [{lanes}]",
             "vmovupd ymm1, ymmword ptr [{lanes} + 32]",
             "2:",
-            "vcvtps2pd ymm2, xmmword ptr [{p}]",
-            "prefetcht0 byte ptr [{p} + {ahead}]",
-            "vaddpd ymm0, ymm0, ymm2",
-            "vcvtps2pd ymm3, xmmword ptr [{p} + 16]",
-            "vaddpd ymm1, ymm1, ymm3",
-            "vcvtps2pd ymm2, xmmword ptr [{p} + 32]",
-            "vaddpd ymm0, ymm0, ymm2",
-            "vcvtps2pd ymm3, xmmword ptr [{p} + 48]",
-            "vaddpd ymm1, ymm1, ymm3",
-            "add {p}, 64",
-            "cmp {p}, {end}",
+            f32_step!(),
             "jne 2b",
             "vmovupd ymmword ptr [{lanes}], ymm0",
             "vmovupd ymmword ptr [{lanes} + 32], ymm1",
@@ -267,17 +280,7 @@ pub unsafe fn f32_row_totals(x: &[f32], row_len: usize, totals: &mut [f64]) -> b
             "vxorpd ymm1, ymm1, ymm1",
             "lea {end}, [{p} + {bytes}]",
             "3:",
-            "vcvtps2pd ymm2, xmmword ptr [{p}]",
-            "prefetcht0 byte ptr [{p} + {ahead}]",
-            "vaddpd ymm0, ymm0, ymm2",
-            "vcvtps2pd ymm3, xmmword ptr [{p} + 16]",
-            "vaddpd ymm1, ymm1, ymm3",
-            "vcvtps2pd ymm2, xmmword ptr [{p} + 32]",
-            "vaddpd ymm0, ymm0, ymm2",
-            "vcvtps2pd ymm3, xmmword ptr [{p} + 48]",
-            "vaddpd ymm1, ymm1, ymm3",
-            "add {p}, 64",
-            "cmp {p}, {end}",
+            f32_step!(),
             "jne 3b",
             // (l0 + l4, l1 + l5, l2 + l6, l3 + l7), then its pairs' sums, then theirs.
             "vaddpd ymm0, ymm0, ymm1",
@@ -369,6 +372,28 @@ pub(crate) use multiversion;
 mod tests {
     use super::*;
 
+    /// `n` f32 of magnitudes from about 1e-3 to 2e6 and both signs: any other order of
+    /// adds shows in the bits of some lane.
+    #[cfg(target_arch = "x86_64")]
+    fn mixed_f32s(n: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| {
+                let h = i.wrapping_mul(2_654_435_761);
+                (h >> 8) as f32 / 7.0 * if h & 1 == 0 { 1e-3 } else { -1.0 }
+            })
+            .collect()
+    }
+
+    /// `lanes` plus each element of `x` added in order to lane `k` mod 8 (`k` its index):
+    /// the lanes by definition, one f64 add at a time.
+    #[cfg(target_arch = "x86_64")]
+    fn lanes_of(x: &[f32], mut lanes: [f64; 8]) -> [f64; 8] {
+        for (k, &v) in x.iter().enumerate() {
+            lanes[k % 8] += v as f64;
+        }
+        lanes
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_f32_loop_adds_each_element_to_its_lane_in_order() {
@@ -376,14 +401,7 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX");
             return;
         }
-        // Magnitudes from 1e-3 to 1e6 of both signs: any other order of adds shows in the
-        // bits of some lane.
-        let data: Vec<f32> = (0..5000u32)
-            .map(|i| {
-                let h = i.wrapping_mul(2_654_435_761);
-                (h >> 8) as f32 / 7.0 * if h & 1 == 0 { 1e-3 } else { -1.0 }
-            })
-            .collect();
+        let data = mixed_f32s(5000);
         let long = LONG_RUN / 4;
         for start in 0..5 {
             for len in [
@@ -402,13 +420,11 @@ mod tests {
                 let x = &data[start..start + len];
                 // The lanes start non-zero: the loop adds to them.
                 let mut lanes = [0.25, -1.5, 1e9, 0.0, -0.0, 3.0, 7.5, -1e-9];
-                let mut want = lanes;
+                let start_lanes = lanes;
                 // SAFETY: the CPU has AVX.
                 let done = unsafe { f32_lane_sums(x, &mut lanes) };
                 assert_eq!(done, if len < long { 0 } else { len / 16 * 16 }, "len {len}");
-                for (k, &v) in x[..done].iter().enumerate() {
-                    want[k % 8] += v as f64;
-                }
+                let want = lanes_of(&x[..done], start_lanes);
                 assert_eq!(
                     lanes.map(f64::to_bits),
                     want.map(f64::to_bits),
@@ -425,20 +441,14 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX");
             return;
         }
-        let data: Vec<f32> = (0..3000u32)
-            .map(|i| {
-                let h = i.wrapping_mul(2_654_435_761);
-                (h >> 8) as f32 / 7.0 * if h & 1 == 0 { 1e-3 } else { -1.0 }
-            })
-            .collect();
+        let data = mixed_f32s(3000);
         for (start, row_len, rows) in [(0, 16, 1), (1, 16, 7), (3, 48, 5), (2, 720, 4), (0, 2048, 1)] {
             let x = &data[start..start + row_len * rows];
             let mut totals = vec![f64::NAN; rows];
             // SAFETY: the CPU has AVX.
             assert!(unsafe { f32_row_totals(x, row_len, &mut totals) });
             for (r, row) in x.chunks_exact(row_len).enumerate() {
-                let mut l = [0f64; 8];
-                row.iter().enumerate().for_each(|(k, &v)| l[k % 8] += v as f64);
+                let l = lanes_of(row, [0.0; 8]);
                 let want = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
                 assert_eq!(totals[r].to_bits(), want.to_bits(), "row {r} of {rows} x {row_len}");
             }
