@@ -15,7 +15,9 @@
 //! Equal axis values mean each cell of one table meets exactly the cell at the same
 //! position of the other, so the join is the cells side by side: one scan of the common
 //! grid reads each payload once (and an aggregate above it folds in one pass, see
-//! [`super::TetAggregatePushdown`]), instead of a hash join of every cell. Outer joins,
+//! [`super::TetAggregatePushdown`]), instead of a hash join of every cell. That holds only
+//! when every axis' values are distinct and not NULL: an axis whose labels or coordinates
+//! repeat joins many-to-many, and keeps DataFusion's join. Outer joins,
 //! joins on some axes, on values, with other conditions or of tables whose axes differ
 //! keep DataFusion's plan. `SET tet.join_rewrite = false` turns the rule off.
 
@@ -170,6 +172,14 @@ fn renamed(e: &Expr, names: &HashMap<String, String>) -> Result<Expr> {
         .data)
 }
 
+/// Whether an equi-join of `axis` with itself pairs each position with itself alone: no
+/// value repeats (a repeated label or coordinate would meet every position holding it,
+/// many-to-many) and none is NULL (which a join never matches, though the positions
+/// exist).
+fn joins_one_to_one(axis: &crate::plan::Axis) -> bool {
+    axis.distinct && axis.values.as_ref().is_none_or(|v| v.null_count() == 0)
+}
+
 fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     let LogicalPlan::Join(join) = plan else {
         return Ok(None);
@@ -181,7 +191,7 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         return Ok(None);
     };
     let (lt, rt) = (&left.table, &right.table);
-    if !lt.same_axes(rt) {
+    if !lt.same_axes(rt) || !lt.axes.iter().all(joins_one_to_one) {
         return Ok(None);
     }
     // The keys: every axis, each joined to itself.

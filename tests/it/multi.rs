@@ -838,3 +838,43 @@ async fn partitions_read_each_compressed_chunk_once() {
     assert_eq!(sorted(got), want);
     assert_eq!(metrics["chunks_read"], chunks);
 }
+
+/// An axis whose labels repeat joins many-to-many: `east` at positions 0 and 1 meets both
+/// positions of the other side. The rewrite, which pairs positions, must leave such a join
+/// to DataFusion (here 2·2 + 1 rows per row of the other axis, not 3).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_join_on_repeated_labels_keeps_datafusions_join() {
+    let dir = tempdir();
+    let path = dir.path().join("repeated.tet");
+    let a: Vec<u8> = (0..6u8).collect();
+    let b: Vec<u8> = (10..16u8).collect();
+    let mut w = TetWriter::new();
+    for (name, data) in [("a", &a), ("b", &b)] {
+        w.dataset(
+            DatasetSpec::new(name, DType::U8, &[3, 2], &[2, 2], data)
+                .dim_names(&["col", "row"])
+                .labels("col", vec!["east".into(), "east".into(), "west".into()]),
+        )
+        .unwrap();
+    }
+    w.write_path(&path).unwrap();
+    let p = path.display();
+    let ctx = ctx();
+    for sql in [
+        format!(
+            "SELECT t.col, t.row, t.v, s.v FROM tet('{p}', 'a') t JOIN tet('{p}', 'b') s \
+             ON t.col = s.col AND t.row = s.row"
+        ),
+        format!(
+            "SELECT count(*), sum(CAST(t.v AS BIGINT) * CAST(s.v AS BIGINT)) FROM tet('{p}', 'a') t \
+             JOIN tet('{p}', 'b') s ON t.col = s.col AND t.row = s.row"
+        ),
+    ] {
+        let (on_rows, off_rows, plan) = on_and_off(&ctx, "tet.join_rewrite", &sql).await;
+        assert_eq!(sorted(on_rows.clone()), sorted(off_rows), "{sql}\n{plan}");
+        assert!(plan.contains("HashJoinExec"), "{sql}\n{plan}");
+        if !sql.contains("count(*)") {
+            assert_eq!(on_rows.len(), 10, "{sql}: (2·2 + 1) col pairs × 2 rows");
+        }
+    }
+}
