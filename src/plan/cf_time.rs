@@ -310,23 +310,36 @@ impl CfTime {
     /// Decode a numeric axis column: `Timestamp(ns)` when every date exists in the
     /// proleptic Gregorian calendar, else ISO text (see the module docs).
     pub fn decode(&self, values: &ArrayRef) -> Result<ArrayRef, String> {
-        let dates: Vec<CalendarDateTime> = match values.data_type() {
+        let n = values.len();
+        // A coordinate of many positions can come from a few bytes of zstd: the dates and
+        // the column are allocated fallibly.
+        let oom = |e: std::collections::TryReserveError| format!("{n} dates cannot be allocated: {e}");
+        let mut dates: Vec<CalendarDateTime> = Vec::new();
+        dates.try_reserve_exact(n).map_err(oom)?;
+        match values.data_type() {
+            // u64 offsets past i64::MAX would not survive a cast to Int64 (they become
+            // NULL, whose slot reads 0: the reference date); i128 holds them exactly.
+            DataType::UInt64 => {
+                let v = values.as_primitive::<arrow::datatypes::UInt64Type>();
+                for x in v.values().iter() {
+                    let t = i128::from(*x) * i128::from(self.unit_ns);
+                    dates.push(self.after_nanos(t).ok_or_else(|| out_of_range(x))?);
+                }
+            }
             t if t.is_integer() => {
                 let v = arrow::compute::cast(values, &DataType::Int64).map_err(|e| e.to_string())?;
-                let v = v.as_primitive::<Int64Type>();
-                (0..v.len())
-                    .map(|i| self.at_int(v.value(i)).ok_or_else(|| out_of_range(v.value(i))))
-                    .collect::<Result<_, _>>()?
+                for x in v.as_primitive::<Int64Type>().values().iter() {
+                    dates.push(self.at_int(*x).ok_or_else(|| out_of_range(x))?);
+                }
             }
             t if t.is_floating() => {
                 let v = arrow::compute::cast(values, &DataType::Float64).map_err(|e| e.to_string())?;
-                let v = v.as_primitive::<Float64Type>();
-                (0..v.len())
-                    .map(|i| self.at(v.value(i)).ok_or_else(|| out_of_range(v.value(i))))
-                    .collect::<Result<_, _>>()?
+                for x in v.as_primitive::<Float64Type>().values().iter() {
+                    dates.push(self.at(*x).ok_or_else(|| out_of_range(x))?);
+                }
             }
             other => return Err(format!("a time coordinate of type {other} (numbers expected)")),
-        };
+        }
         let exist = self.calendar != Calendar::Day360
             && dates
                 .iter()
@@ -336,13 +349,14 @@ impl CfTime {
                 dates.iter().map(CalendarDateTime::iso),
             )));
         }
-        let ns = dates
-            .iter()
-            .map(|d| {
+        let mut ns: Vec<i64> = Vec::new();
+        ns.try_reserve_exact(n).map_err(oom)?;
+        for d in &dates {
+            ns.push(
                 d.gregorian_nanos()
-                    .ok_or_else(|| format!("{} is outside the range of Timestamp(ns) (years 1677 to 2262)", d.iso()))
-            })
-            .collect::<Result<Vec<i64>, String>>()?;
+                    .ok_or_else(|| format!("{} is outside the range of Timestamp(ns) (years 1677 to 2262)", d.iso()))?,
+            );
+        }
         Ok(Arc::new(TimestampNanosecondArray::from(ns)))
     }
 }
@@ -387,27 +401,23 @@ fn parse_reference(s: &str) -> Result<(CalendarDateTime, i64), String> {
     if p.eat(b'T') || p.eat(b' ') {
         p.spaces();
         if let Some(h) = p.int(1, 2) {
-            let mut secs = h * 3600;
+            let (mut m, mut sec) = (0, 0);
             if p.eat(b':') {
-                secs += p.int(1, 2).ok_or("has a bad minute")? * 60;
+                m = p.int(1, 2).ok_or("has a bad minute")?;
                 if p.eat(b':') {
-                    secs += p.int(1, 2).ok_or("has a bad second")?;
+                    sec = p.int(1, 2).ok_or("has a bad second")?;
                     if p.eat(b'.') {
-                        let start = p.i;
-                        let frac = p.int(1, 30).ok_or("has a bad fraction")?;
-                        let digits = (p.i - start) as u32;
-                        nanos = if digits <= 9 {
-                            frac as i64 * 10i64.pow(9 - digits)
-                        } else {
-                            (frac / 10u64.pow(digits - 9)) as i64
-                        };
+                        nanos = p.fraction_nanos().ok_or("has a bad fraction")?;
                     }
                 }
             }
-            if h > 24 || secs > 86_400 {
+            // 24:00:00 is the end of the day; any other field past its range is a typo,
+            // not a carry into the next one.
+            let end_of_day = h == 24 && m == 0 && sec == 0 && nanos == 0;
+            if m > 59 || sec > 59 || (h > 23 && !end_of_day) {
                 return Err("has a time of day out of range".into());
             }
-            nanos += secs as i64 * 1_000_000_000;
+            nanos += (h * 3600 + m * 60 + sec) as i64 * 1_000_000_000;
         } else {
             p.i = before_time;
         }
@@ -461,6 +471,21 @@ impl Cursor<'_> {
             // More digits than u64 holds: keep the first 19.
             std::str::from_utf8(&digits[..19]).ok()?.parse().ok()
         })
+    }
+    /// The digits of a decimal fraction of a second, as nanoseconds: the first nine
+    /// digits count, later ones are truncated (a reference written to the picosecond is
+    /// still that nanosecond), and at least one digit is needed.
+    fn fraction_nanos(&mut self) -> Option<i64> {
+        let start = self.i;
+        let mut nanos = 0i64;
+        while let Some(d) = self.s.get(self.i).filter(|b| b.is_ascii_digit()) {
+            if self.i - start < 9 {
+                nanos = nanos * 10 + i64::from(d - b'0');
+            }
+            self.i += 1;
+        }
+        let digits = self.i - start;
+        (digits > 0).then(|| nanos * 10i64.pow(9 - digits.min(9) as u32))
     }
     /// `Z`, `UTC`, `GMT`, `±h`, `±hh:mm`, `±hhmm`, or nothing: minutes east of UTC.
     fn utc_offset(&mut self) -> Result<i64, String> {
@@ -606,5 +631,43 @@ mod tests {
             .unwrap();
         let err = t.decode(&values).unwrap_err();
         assert!(err.contains("outside the range"), "{err}");
+    }
+
+    #[test]
+    fn long_fractions_large_offsets_and_bad_clock_fields_are_exact_or_errors() {
+        // Digits past the nanosecond are truncated, however many there are.
+        for frac in ["5", "500000000", "5000000000000000000000000", "5000000009999999999999999999"] {
+            assert_eq!(
+                iso(&format!("seconds since 2000-01-01 00:00:00.{frac}"), None, 0.0),
+                "2000-01-01T00:00:00.500",
+                "{frac}"
+            );
+        }
+        assert_eq!(
+            iso("seconds since 2000-01-01 00:00:00.1234567891234567891234567", None, 0.0),
+            "2000-01-01T00:00:00.123456789"
+        );
+        assert_eq!(iso("days since 2000-01-01 24:00:00", None, 0.0), "2000-01-02T00:00:00");
+        for bad in [
+            "days since 2000-01-01 00:99:99",
+            "days since 2000-01-01 00:60",
+            "days since 2000-01-01 12:00:60",
+            "days since 2000-01-01 25:00",
+            "days since 2000-01-01 24:00:01",
+            "days since 2000-01-01 00:00:00.",
+        ] {
+            assert!(CfTime::from_attrs(&attrs(bad, None)).is_err(), "{bad}");
+        }
+        // u64 offsets past i64::MAX are far out of range, not the reference date.
+        let t = CfTime::from_attrs(&attrs("seconds since 2000-01-01", None))
+            .unwrap()
+            .unwrap();
+        let big: ArrayRef = Arc::new(arrow::array::UInt64Array::from(vec![0, u64::MAX]));
+        let err = t.decode(&big).unwrap_err();
+        assert!(err.contains(&u64::MAX.to_string()), "{err}");
+        let small: ArrayRef = Arc::new(arrow::array::UInt64Array::from(vec![0, 86_400]));
+        let col = t.decode(&small).unwrap();
+        let col = col.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+        assert_eq!(col.value(1), 946_771_200_000_000_000);
     }
 }
