@@ -363,16 +363,19 @@ fn output_of(values: bool) -> AggregateOutput {
 fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> {
     let f = required(f, "file")?;
     let source = open_file(&f, ctx)?;
-    let table = Arc::new(if source.is_remote() {
-        crate::sql::block_on("decoding a plan", TableModel::for_source(source, Some(&f.dataset)))?
-    } else {
-        TableModel::from_source(source, Some(&f.dataset))?
-    });
     let limits = Limits {
         max_tile_bytes: f.max_tile_bytes,
         max_dataset_cells: f.max_dataset_cells,
         max_axis_positions: f.max_axis_positions,
     };
+    let table = Arc::new(if source.is_remote() {
+        crate::sql::block_on(
+            "decoding a plan",
+            TableModel::for_source(source, Some(&f.dataset), limits),
+        )?
+    } else {
+        TableModel::from_source(source, Some(&f.dataset), limits)?
+    });
     let table = if f.values.is_empty() {
         table
     } else {

@@ -100,11 +100,12 @@ fn coordinate_variable<'a>(file: &'a TetFile, ds: &Dataset, d: usize, name: &str
 }
 
 /// The stored spans of every chunk of the coordinate variables [`axes_of`] reads for
-/// `ds`, so that an object store file can fetch them together before the axes are built.
-pub fn coordinate_spans(file: &TetFile, ds: &Dataset) -> Vec<std::ops::Range<u64>> {
+/// `ds`, so that an object store file can fetch them together before the axes are built
+/// (those above `max_positions`, which [`axes_of`] refuses, are not fetched).
+pub fn coordinate_spans(file: &TetFile, ds: &Dataset, max_positions: u64) -> Vec<std::ops::Range<u64>> {
     let mut spans = Vec::new();
     for (d, name) in ds.dim_names().iter().enumerate() {
-        if let Some(cv) = coordinate_variable(file, ds, d, name) {
+        if let Some(cv) = coordinate_variable(file, ds, d, name).filter(|c| c.record.cell_count <= max_positions) {
             spans.extend(cv.chunk_rows.iter().map(|&row| {
                 let e = &file.chunks[row as usize];
                 e.payload_offset..e.payload_end()
@@ -114,13 +115,32 @@ pub fn coordinate_spans(file: &TetFile, ds: &Dataset) -> Vec<std::ops::Range<u64
     spans
 }
 
-/// Build the axes of `ds`.
-pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<Axis>, FormatError> {
+/// Build the axes of `ds`. A coordinate variable is decoded whole, so one of more than
+/// `max_positions` (the session's `tet.max_axis_positions`) is refused; its memory is
+/// allocated fallibly.
+pub fn axes_of(
+    source: &dyn ReadAt,
+    file: &TetFile,
+    ds: &Dataset,
+    max_positions: u64,
+) -> Result<Vec<Axis>, FormatError> {
     let names = ds.dim_names();
     let mut out = Vec::with_capacity(ds.ndim());
     for (d, name) in names.into_iter().enumerate() {
         let extent = ds.shape()[d];
         let (src, values, attrs) = if let Some(cv) = coordinate_variable(file, ds, d, &name) {
+            if cv.record.cell_count > max_positions {
+                return Err(FormatError::invalid(
+                    format!("dataset {:?}, axis {name:?}", ds.name()),
+                    "coordinate variable",
+                    format!(
+                        "{:?} has {} positions, above tet.max_axis_positions = {max_positions}; raise it with \
+                         SET tet.max_axis_positions = <n> if this is intended",
+                        cv.name(),
+                        cv.record.cell_count
+                    ),
+                ));
+            }
             let raw = file.read_all(source, cv, MAX_COORD_BYTES)?;
             (
                 AxisSource::CoordinateVariable(cv.name().to_owned()),
@@ -167,13 +187,38 @@ pub fn axes_of(source: &dyn ReadAt, file: &TetFile, ds: &Dataset) -> Result<Vec<
 }
 
 /// Whether no two of `values` are equal as group keys: equal rows in Arrow's row format
-/// (which DataFusion groups by), NULLs equal to each other.
+/// (which DataFusion groups by), NULLs equal to each other. Coordinates are nearly always
+/// strictly monotonic, and neighbours that are equal settle it the other way: both are
+/// seen in one pass that allocates nothing (the comparator orders floats by IEEE
+/// totalOrder, as the row format does). Others are hashed by their rows, the set grown
+/// fallibly. `false` (not known to be distinct) is always safe: it only costs grouping
+/// by the axis a hash of its values, and the join rewrite.
 fn all_distinct(values: &ArrayRef) -> bool {
+    use std::cmp::Ordering;
+    let n = values.len();
+    let Ok(cmp) = arrow::array::make_comparator(values.as_ref(), values.as_ref(), Default::default()) else {
+        return false;
+    };
+    let steps = || (1..n).map(|i| cmp(i - 1, i));
+    if steps().all(Ordering::is_lt) || steps().all(Ordering::is_gt) {
+        return true;
+    }
+    if steps().any(Ordering::is_eq) {
+        return false;
+    }
     let rows = arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
         .and_then(|c| c.convert_columns(std::slice::from_ref(values)));
     let Ok(rows) = rows else { return false };
-    let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
-    rows.iter().all(|r| seen.insert(r))
+    let mut seen = std::collections::HashSet::new();
+    for r in rows.iter() {
+        if seen.len() == seen.capacity() && seen.try_reserve(seen.len().max(64)).is_err() {
+            return false;
+        }
+        if !seen.insert(r) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Type footer labels: all integers → Int64, all numbers → Float64, all ISO-8601

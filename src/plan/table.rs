@@ -112,22 +112,33 @@ impl ValueColumn {
 impl TableModel {
     /// `dataset` of an already opened file, fetching what the axes need (an object store
     /// file's coordinate variables) on demand.
-    pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+    /// `dataset` of an already opened file, fetching what the axes need (an object store
+    /// file's coordinate variables) on demand, within `limits` (a coordinate variable is
+    /// decoded whole: at most `max_axis_positions` of it).
+    pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>, limits: Limits) -> Result<Self> {
         let ds = Self::pick(&source, dataset)?;
         let file = source.file.clone();
+        let most = limits.max_axis_positions;
         // Every chunk of the coordinate variables at once (coalesced), not one per parse.
-        source.prefetch(&coordinate_spans(&file, &file.datasets[ds])).await?;
-        let axes = source.resolve(|r| axes_of(r, &file, &file.datasets[ds])).await?;
-        Self::build(source, ds, axes)
+        source.prefetch(&coordinate_spans(&file, &file.datasets[ds], most)).await?;
+        let axes = source.resolve(|r| axes_of(r, &file, &file.datasets[ds], most)).await?;
+        Ok(Self::build(source, ds, axes)?.limited(limits))
     }
 
     /// `dataset` of an already opened file whose axes can be read without fetching (local
-    /// files; object store files whose coordinate variables are already cached).
-    pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
+    /// files; object store files whose coordinate variables are already cached), within
+    /// `limits`.
+    pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>, limits: Limits) -> Result<Self> {
         let ds = Self::pick(&source, dataset)?;
         let file = source.file.clone();
-        let axes = axes_of(source.as_ref(), &file, &file.datasets[ds]).map_err(|e| e.in_file(&source.location))?;
-        Self::build(source, ds, axes)
+        let axes = axes_of(source.as_ref(), &file, &file.datasets[ds], limits.max_axis_positions)
+            .map_err(|e| e.in_file(&source.location))?;
+        Ok(Self::build(source, ds, axes)?.limited(limits))
+    }
+
+    fn limited(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The directory position of `dataset` (or of the only dataset).
@@ -228,14 +239,14 @@ impl TableModel {
 
     /// The datasets `names` (at least two) of an opened file as one table: its axis
     /// columns from the first, then one value column per dataset, named by the dataset.
-    pub async fn for_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
-        let first = Self::for_source(source.clone(), names.first().copied()).await?;
+    pub async fn for_datasets(source: Arc<TetSource>, names: &[&str], limits: Limits) -> Result<Self> {
+        let first = Self::for_source(source.clone(), names.first().copied(), limits).await?;
         first.with_datasets(names)
     }
 
     /// [`TableModel::for_datasets`] for a file whose axes can be read without fetching.
-    pub fn from_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
-        Self::from_source(source, names.first().copied())?.with_datasets(names)
+    pub fn from_datasets(source: Arc<TetSource>, names: &[&str], limits: Limits) -> Result<Self> {
+        Self::from_source(source, names.first().copied(), limits)?.with_datasets(names)
     }
 
     /// This one-dataset table with the datasets `names` of its file as value columns

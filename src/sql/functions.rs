@@ -4,6 +4,7 @@ use super::session_options::TetConfig;
 use super::table::{TetTableProvider, block_on, open_source};
 use crate::format::Codec;
 use crate::io::TetSource;
+use crate::plan::TableModel;
 use arrow::array::{
     ArrayRef, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt64Array, UInt64Builder,
 };
@@ -64,10 +65,11 @@ impl TableFunctionImpl for TetFunction {
         let session = args.session();
         if crate::io::remote_url(&a[0])?.is_none() {
             let source = open(session, "tet()", &a[0])?;
-            return Ok(Arc::new(match names.len() {
-                0 => TetTableProvider::from_source(source, None)?,
-                _ => TetTableProvider::from_datasets(source, &names)?,
-            }));
+            let limits = TetConfig::of(session.config()).limits();
+            return Ok(Arc::new(TetTableProvider::from_model(match names.len() {
+                0 => TableModel::from_source(source, None, limits)?,
+                _ => TableModel::from_datasets(source, &names, limits)?,
+            })));
         }
         Ok(Arc::new(block_on("tet()", async {
             match names.len() {

@@ -4,7 +4,7 @@
 use super::session_options::TetConfig;
 use crate::exec::{ChunkFeed, TetScanExec};
 use crate::io::TetSource;
-use crate::plan::{AccessPlan, Axis, FilterKind, TableModel, classify};
+use crate::plan::{AccessPlan, Axis, FilterKind, Limits, TableModel, classify};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -77,7 +77,9 @@ impl TetTableProvider {
         location: &str,
         dataset: Option<&str>,
     ) -> Result<Self> {
-        Self::for_source(open_source_with(config, runtime, location).await?, dataset).await
+        let source = open_source_with(config, runtime, location).await?;
+        let limits = TetConfig::of(config).limits();
+        Ok(Self::from_model(TableModel::for_source(source, dataset, limits).await?))
     }
 
     /// Open `location` (as [`TetTableProvider::open`]) and expose the datasets `names`
@@ -98,25 +100,30 @@ impl TetTableProvider {
     /// ```
     pub async fn open_datasets(session: &dyn Session, location: &str, names: &[&str]) -> Result<Self> {
         let source = open_source(session, location).await?;
-        Ok(Self::from_model(TableModel::for_datasets(source, names).await?))
+        let limits = TetConfig::of(session.config()).limits();
+        Ok(Self::from_model(TableModel::for_datasets(source, names, limits).await?))
     }
 
     /// The datasets `names` of an already opened file whose axes can be read without
-    /// fetching, as one table (see [`TetTableProvider::open_datasets`]).
+    /// fetching, as one table (see [`TetTableProvider::open_datasets`]), within the
+    /// default [`Limits`].
     pub fn from_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
-        Ok(Self::from_model(TableModel::from_datasets(source, names)?))
+        Ok(Self::from_model(TableModel::from_datasets(source, names, Limits::default())?))
     }
 
     /// Expose `dataset` of an already opened file, fetching what the axes need (an object
     /// store file's coordinate variables) on demand.
     pub async fn for_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
-        Ok(Self::from_model(TableModel::for_source(source, dataset).await?))
+        Ok(Self::from_model(
+            TableModel::for_source(source, dataset, Limits::default()).await?,
+        ))
     }
 
     /// Expose `dataset` of an already opened file (for object stores, prefer
-    /// [`TetTableProvider::for_source`], which fetches coordinate variables as needed).
+    /// [`TetTableProvider::for_source`], which fetches coordinate variables as needed),
+    /// within the default [`Limits`].
     pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
-        Ok(Self::from_model(TableModel::from_source(source, dataset)?))
+        Ok(Self::from_model(TableModel::from_source(source, dataset, Limits::default())?))
     }
 
     /// The table of a dataset model.

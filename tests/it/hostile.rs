@@ -418,3 +418,43 @@ fn a_large_raw_tile_is_emitted_one_batch_at_a_time() {
         ],
     );
 }
+
+#[test]
+fn a_large_coordinate_variable_from_a_few_bytes_opens_within_the_limits() {
+    // 2^25 f64 positions of zeros compress to a few KiB of zstd; decoded, the coordinate
+    // variable is 256 MiB. Opening the table must not abort under the address-space limit
+    // (it used to be hashed into a set sized for every position), and the axis limit
+    // refuses it when set below its length.
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    let n = 1u64 << 25;
+    let zeros = vec![0u8; (n * 8) as usize];
+    let mut w = TetWriter::new();
+    let zstd = || datafusion_tet::format::ChunkCodecs::Zstd(3);
+    w.dataset(DatasetSpec::new("x", DType::F64, &[n], &[n / 8], &zeros).codecs(zstd()))
+        .unwrap();
+    w.dataset(
+        DatasetSpec::new("v", DType::U8, &[n], &[n / 8], &zeros[..n as usize])
+            .dim_names(&["x"])
+            .codecs(zstd()),
+    )
+    .unwrap();
+    w.write_path(dir.join("coords.tet")).unwrap();
+    drop(zeros);
+    assert!(std::fs::metadata(dir.join("coords.tet")).unwrap().len() < 256 << 10);
+    expect_all(
+        &dir,
+        "coords.tet",
+        "",
+        &[
+            ("SELECT count(*) AS n FROM tet('{f}', 'v') WHERE x = 0", r#"[{"n":33554432}]"#),
+            ("SELECT v FROM tet('{f}', 'v') WHERE x >= 0 LIMIT 1", r#"[{"v":0}]"#),
+        ],
+    );
+    expect_all(
+        &dir,
+        "coords.tet",
+        "SET tet.max_axis_positions = 1000000; ",
+        &[("SELECT count(*) FROM tet('{f}', 'v')", "tet.max_axis_positions")],
+    );
+}
