@@ -167,7 +167,14 @@ pub(crate) fn payload_stream(
             if failed {
                 return None;
             }
-            let (i, task) = tasks.next()?;
+            // The tiles handed out before were used by the time the next is asked for: a
+            // local file truncated or rewritten under them fails the query here, before
+            // anything is answered from the zeros or the other version it read.
+            let next = tasks.next();
+            if let Err(e) = state.check_intact(next.is_none()) {
+                return Some((Err(e), (fetched, tasks, state, true)));
+            }
+            let (i, task) = next?;
             match state.tiles_for(i, &task, &mut fetched).await {
                 Ok(tiles) => Some((Ok((task, tiles)), (fetched, tasks, state, false))),
                 Err(e) => Some((Err(e), (fetched, tasks, state, true))),
@@ -190,6 +197,15 @@ struct Aligner {
 }
 
 impl Aligner {
+    /// `Ok` while the bytes of every file read are the file's; `at_end` also looks at each
+    /// local file's path (one `stat` per file and partition).
+    fn check_intact(&self, at_end: bool) -> Result<()> {
+        for &k in &self.columns {
+            self.table.values[k].source.check_intact(at_end)?;
+        }
+        Ok(())
+    }
+
     /// The tiles of task `i`: read (and decoded) up to those it needs, then dropped where
     /// this is their last task.
     async fn tiles_for(

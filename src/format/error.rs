@@ -71,8 +71,8 @@ pub enum FormatError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The object was replaced or resized after it was opened.
-    #[error("the object changed after it was opened ({detail}); re-run the query to read the new version")]
+    /// The file or object was replaced, resized or rewritten after it was opened.
+    #[error("the file changed after it was opened ({detail}); re-run the query to read the new version")]
     Changed { detail: String },
     /// An operating-system I/O error.
     #[error("I/O: {0}")]

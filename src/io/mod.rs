@@ -9,6 +9,7 @@
 mod allowed;
 mod fetch;
 mod local;
+mod mapped;
 #[cfg(feature = "cloud")]
 mod registry;
 mod remote;
@@ -17,6 +18,7 @@ mod source_cache;
 pub use allowed::AllowedLocations;
 pub use fetch::{FetchOptions, coalesce, windows};
 pub use local::{LocalFile, LocalPin};
+pub use mapped::Mapped;
 #[cfg(feature = "cloud")]
 pub use registry::EnvObjectStoreRegistry;
 pub use remote::{FetchCounters, OPEN_READ, RemoteFile};
@@ -125,7 +127,8 @@ impl TetSource {
         let path = local_path(location).map_err(|e| e.in_file(location))?;
         let resolved = path.display().to_string();
         let bytes = LocalFile::open(&path).map_err(|e| e.in_file(location))?;
-        let parsed = TetFile::open(&bytes).map_err(|e| e.in_file(location))?;
+        let parsed = TetFile::open(&bytes).and_then(|f| bytes.check_intact(false).map(|()| f));
+        let parsed = parsed.map_err(|e| e.in_file(location))?;
         Ok(Arc::new(TetSource {
             location: location.to_owned(),
             resolved,
@@ -261,6 +264,18 @@ impl TetSource {
         rows + lookups + fetched
     }
 
+    /// `Ok` while every byte read from this source so far was the file's: for a local file,
+    /// no read past the end of a file truncated under its map and, with `check_path`
+    /// (one `stat`), no rewrite in place of the file mapped. Readers call it after using
+    /// bytes they were handed, before answering from them. Object stores pin each read
+    /// to the version opened, so there is nothing to look at.
+    pub fn check_intact(&self, check_path: bool) -> Result<(), FormatError> {
+        match &self.backing {
+            Backing::Local(l) => l.check_intact(check_path).map_err(|e| e.in_file(&self.location)),
+            Backing::Remote(_) => Ok(()),
+        }
+    }
+
     /// True when the bytes come from an object store.
     pub fn is_remote(&self) -> bool {
         matches!(self.backing, Backing::Remote(_))
@@ -278,7 +293,7 @@ impl TetSource {
     /// metadata it asks for (e.g. a coordinate variable) and retry until it has them.
     pub async fn resolve<T>(&self, f: impl Fn(&dyn ReadAt) -> Result<T, FormatError>) -> Result<T, FormatError> {
         match &self.backing {
-            Backing::Local(l) => f(l),
+            Backing::Local(l) => f(l).and_then(|v| l.check_intact(false).map(|()| v)),
             Backing::Remote(r) => r.resolve(f).await,
         }
         .map_err(|e| e.in_file(&self.location))

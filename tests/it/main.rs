@@ -20,6 +20,7 @@ mod format_upstream;
 #[cfg(feature = "cli")] // runs the tet-sql binary
 mod hostile;
 mod layers;
+mod local_files;
 mod multi;
 mod remote;
 mod servers;
