@@ -5,8 +5,10 @@
 //! directory and, usually, the whole chunk index). Stores without suffix ranges (Azure)
 //! need a HEAD first. A region that does not fit (a large
 //! index, a metadata spill) costs one more request each. Every later read carries
-//! `If-Match` with the ETag seen at open and checks the size and ETag of the answer, so an
-//! object replaced mid-query is an error, never a mix of two versions.
+//! `If-Match` with the ETag seen at open (`If-Unmodified-Since` when there is none, or it
+//! is weak) and checks the size and ETag of the answer, so an object replaced mid-query
+//! is an error, never a mix of two versions. No answer's body is kept past the bytes
+//! asked for.
 
 use crate::format::{FormatError, ReadAt};
 use bytes::Bytes;
@@ -77,7 +79,7 @@ impl RemoteFile {
         let counters = Arc::new(FetchCounters::default());
         let whole = || async {
             let res = store.get(&path).await.map_err(|e| fetch_err("reading the object", e))?;
-            read_response(res, "reading the object").await
+            read_response(res, "reading the object", MAX_WHOLE_READ).await
         };
         let suffix = GetOptions {
             range: Some(GetRange::Suffix(OPEN_READ)),
@@ -87,7 +89,7 @@ impl RemoteFile {
         let mut whole_copy = false;
         let (meta, tail) = match store.get_opts(&path, suffix).await {
             Ok(res) => {
-                let out = read_response(res, "reading the end of the object").await?;
+                let out = read_response(res, "reading the end of the object", OPEN_READ).await?;
                 counters.add(1, out.1.1.len() as u64);
                 out
             }
@@ -122,11 +124,12 @@ impl RemoteFile {
                     let what = "reading the end of the object";
                     let opts = GetOptions {
                         range: Some(GetRange::Bounded(start..meta.size)),
-                        if_match: meta.e_tag.clone(),
+                        if_match: strong(&meta.e_tag),
+                        if_unmodified_since: strong(&meta.e_tag).is_none().then_some(meta.last_modified),
                         ..Default::default()
                     };
                     let res = store.get_opts(&path, opts).await.map_err(|e| fetch_err(what, e))?;
-                    (meta, read_response(res, what).await?.1)
+                    (meta, read_response(res, what, OPEN_READ).await?.1)
                 };
                 counters.add(2, out.1.1.len() as u64);
                 out
@@ -210,10 +213,15 @@ impl RemoteFile {
         {
             return Ok(b);
         }
+        // A weak ETag never matches in `If-Match` (RFC 9110 §13.1.1): the version is then
+        // pinned by `If-Unmodified-Since`, and by the ETag each answer carries, compared
+        // below as for strong ones.
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
-            if_match: self.opened.e_tag.clone(),
-            if_unmodified_since: self.opened.e_tag.is_none().then_some(self.opened.last_modified),
+            if_match: strong(&self.opened.e_tag),
+            if_unmodified_since: strong(&self.opened.e_tag)
+                .is_none()
+                .then_some(self.opened.last_modified),
             ..Default::default()
         };
         let res = match self.store.get_opts(&self.path, opts).await {
@@ -239,7 +247,7 @@ impl RemoteFile {
                 ),
             });
         }
-        let (_, (_, body)) = read_response(res, &what()).await?;
+        let (_, (_, body)) = read_response(res, &what(), range.end - range.start).await?;
         self.counters.add(1, body.len() as u64);
         if body.len() as u64 != range.end - range.start {
             return Err(FormatError::Truncated {
@@ -387,12 +395,52 @@ impl ReadAt for MetadataView<'_> {
     }
 }
 
-/// The metadata, first offset and body of a GET answer (errors reading the body say `what`).
-async fn read_response(res: GetResult, what: &str) -> Result<(ObjectMeta, (u64, Bytes)), FormatError> {
+/// The metadata, first offset and body of a GET answer (errors reading the body say
+/// `what`), of at most `most` bytes: the body is counted as it streams in, so a server
+/// that sends more than it was asked for (one that ignores `Range`, or lies about the
+/// size) is an error when it passes `most`, not a buffer as large as what it sends.
+async fn read_response(res: GetResult, what: &str, most: u64) -> Result<(ObjectMeta, (u64, Bytes)), FormatError> {
     let meta = res.meta.clone();
     let start = res.range.start;
-    let body = res.bytes().await.map_err(|e| fetch_err(what, e))?;
+    let too_long = |n: u64| {
+        FormatError::invalid(
+            "object store",
+            "body",
+            format!("{what}: the server sent {n} bytes or more where at most {most} were asked for"),
+        )
+    };
+    let claimed = res.range.end.saturating_sub(res.range.start);
+    if claimed > most {
+        return Err(too_long(claimed));
+    }
+    let mut stream = res.into_stream();
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut total = 0u64;
+    while let Some(part) = stream.next().await {
+        let part = part.map_err(|e| fetch_err(what, e))?;
+        total += part.len() as u64;
+        if total > most {
+            return Err(too_long(total));
+        }
+        parts.push(part);
+    }
+    let body = match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut joined = Vec::with_capacity(total as usize);
+            for p in &parts {
+                joined.extend_from_slice(p);
+            }
+            Bytes::from(joined)
+        }
+    };
     Ok((meta, (start, body)))
+}
+
+/// `e_tag` when it is a strong ETag: a weak one (`W/"…"`) cannot be sent in `If-Match`.
+fn strong(e_tag: &Option<String>) -> Option<String> {
+    e_tag.clone().filter(|e| !e.starts_with("W/"))
 }
 
 /// Whether `e` is object_store's answer to a server that ignored a `Range` header (status

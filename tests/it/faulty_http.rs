@@ -4,8 +4,10 @@
 //! closes the connection. Used for the "server closes mid-read" faults, which no
 //! well-behaved real server produces on demand. It can also behave like simpler servers:
 //! ignore `Range` (answer 200 with the whole object, as Python's `http.server` does), or
-//! send no ETag (only `Last-Modified`, honouring `If-Unmodified-Since`); and its object can
-//! be replaced.
+//! send no ETag (only `Last-Modified`, honouring `If-Unmodified-Since`), send a weak ETag
+//! (which never matches `If-Match`, as RFC 9110 has it), or answer a GET with a size it
+//! does not have (a `Content-Length` far above the object, and a body that goes on); and
+//! its object can be replaced.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,6 +26,11 @@ pub struct Faulty {
     pub ignore_range: AtomicBool,
     /// Send no ETag.
     pub no_etag: AtomicBool,
+    /// Send the ETag weak (`W/"…"`).
+    pub weak_etag: AtomicBool,
+    /// When not 0: answer every GET with status 200 and this `Content-Length`, and send
+    /// the object over and over until 64 MiB are sent or the client hangs up.
+    pub claimed_len: AtomicU64,
     /// Ranged GETs still to cut short.
     pub truncations: AtomicI64,
     /// Requests answered (any method).
@@ -40,6 +47,8 @@ pub fn serve(body: Vec<u8>) -> Arc<Faulty> {
         modified: RwLock::new("Sun, 29 Nov 2026 00:00:00 GMT".into()),
         ignore_range: AtomicBool::new(false),
         no_etag: AtomicBool::new(false),
+        weak_etag: AtomicBool::new(false),
+        claimed_len: AtomicU64::new(0),
         truncations: AtomicI64::new(0),
         requests: AtomicU64::new(0),
     });
@@ -71,6 +80,7 @@ fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
     let method = line.split_whitespace().next().unwrap_or("").to_string();
     let mut range = None;
     let mut unmodified_since = None;
+    let mut if_match = None;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h)? == 0 || h == "\r\n" {
@@ -81,6 +91,8 @@ fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
                 range = Some(v.trim().trim_start_matches("bytes=").to_string());
             } else if k.eq_ignore_ascii_case("if-unmodified-since") {
                 unmodified_since = Some(v.trim().to_string());
+            } else if k.eq_ignore_ascii_case("if-match") {
+                if_match = Some(v.trim().to_string());
             }
         }
     }
@@ -88,20 +100,34 @@ fn handle(s: &Faulty, conn: TcpStream) -> std::io::Result<()> {
     let body = s.body.read().unwrap().clone();
     let modified = s.modified.read().unwrap().clone();
     let size = body.len() as u64;
+    let tag = format!(
+        "{}\"v{size}-{}\"",
+        if s.weak_etag.load(Ordering::SeqCst) { "W/" } else { "" },
+        modified.len() + modified.bytes().map(u64::from).sum::<u64>() as usize
+    );
     let etag = if s.no_etag.load(Ordering::SeqCst) {
         String::new()
     } else {
-        format!(
-            "ETag: \"v{size}-{}\"\r\n",
-            modified.len() + modified.bytes().map(u64::from).sum::<u64>() as usize
-        )
+        format!("ETag: {tag}\r\n")
     };
     let common = format!("{etag}Last-Modified: {modified}\r\nConnection: close\r\n");
-    if unmodified_since.as_ref().is_some_and(|t| *t != modified) {
+    // `If-Match` compares strongly: a weak tag matches nothing.
+    let match_fails = if_match.is_some_and(|m| m != tag || tag.starts_with("W/"));
+    if match_fails || unmodified_since.as_ref().is_some_and(|t| *t != modified) {
         write!(
             out,
             "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n{common}\r\n"
         )?;
+        return Ok(());
+    }
+    let claimed = s.claimed_len.load(Ordering::SeqCst);
+    if claimed > 0 && method != "HEAD" {
+        write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {claimed}\r\n{common}\r\n")?;
+        let mut sent = 0usize;
+        while sent < 64 << 20 {
+            out.write_all(&body)?;
+            sent += body.len().max(1);
+        }
         return Ok(());
     }
     if s.ignore_range.load(Ordering::SeqCst) {

@@ -851,3 +851,54 @@ fn head_headers(url: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out.to_ascii_lowercase()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_with_weak_etags_are_read_and_their_replacements_found() {
+    // A weak ETag never matches `If-Match`: sent there, every read would fail as a change.
+    let server = faulty_http::serve(scaled(20_000, 1.0));
+    server.weak_etag.store(true, Ordering::SeqCst);
+    let origin = server.url.trim_end_matches("/file.tet").to_string();
+    let ctx = ctx();
+    register(&ctx, &origin, http(&origin));
+    let q = format!("SELECT sum(CAST(v AS DOUBLE)) FROM tet('{}')", server.url);
+    let sum = |scale: f64| (0..20_000).map(|i| i as f64 * scale).sum::<f64>();
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(1.0))]]);
+    // A replacement between queries is read; one during a table's life is an error.
+    server.replace(scaled(20_000, 2.0), "Mon, 30 Nov 2026 00:00:00 GMT");
+    assert_eq!(rows(&ctx, &q).await, vec![vec![Val::Float(sum(2.0))]]);
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE w STORED AS TET LOCATION '{}'",
+        server.url
+    ))
+    .await
+    .unwrap();
+    server.replace(scaled(20_000, 3.0), "Tue, 01 Dec 2026 00:00:00 GMT");
+    let e = error_of(&ctx, "SELECT sum(CAST(v AS DOUBLE)) FROM w").await;
+    assert!(
+        e.contains("changed after it was opened") && e.contains(&server.url),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_server_that_sends_more_than_asked_is_cut_off_at_the_bound() {
+    // HEAD says 40 kB; every GET answers 200 with a Content-Length of 6 GiB and keeps
+    // sending. Opening reads at most what it asked for, and fails naming the server.
+    let server = faulty_http::serve(scaled(10_000, 1.0));
+    server.claimed_len.store(6 << 30, Ordering::SeqCst);
+    let origin = server.url.trim_end_matches("/file.tet").to_string();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ctx = ctx();
+    register(&ctx, &origin, http(&origin));
+    let state = ctx.state();
+    let (result, largest) = crate::largest_allocation(|| {
+        rt.block_on(datafusion_tet::io::TetSource::open_in(
+            state.runtime_env(),
+            None,
+            &server.url,
+        ))
+    });
+    let e = result.unwrap_err().to_string();
+    assert!(e.contains(&server.url) && e.contains("asked for"), "{e}");
+    assert!(largest < 16 << 20, "largest allocation {largest} bytes");
+}
