@@ -577,7 +577,8 @@ impl TetAggregateExec {
                     (AggInput::Value { affine: None }, f) if a.input_type == v_type => format!("{}(v)", f.name()),
                     (AggInput::Value { affine: None }, f) => format!("{}(v AS {})", f.name(), a.input_type),
                     (AggInput::Value { affine: Some(m) }, f) => {
-                        format!("{}(v * {} + {})", f.name(), m.scale, m.offset)
+                        // `+ 0.0` shows the offset -0.0 of a map without one as 0.
+                        format!("{}(v * {} + {})", f.name(), m.scale, m.offset + 0.0)
                     }
                     (AggInput::Expr(e), f) => format!("{}({e})", f.name()),
                     (AggInput::Pair(x, y), f) => format!("{}({x}, {y})", f.name()),
@@ -1127,7 +1128,7 @@ impl FoldJob {
     /// statistics of the folded values; the aggregate's input is those values mapped by
     /// an affine map (a packed dataset's `x·s + o`, an affine input such as `v * 1.8 + 32`,
     /// or both): sums map by `s·sum + o·n`, means likewise, M2 by `s²`, and the minimum and
-    /// maximum swap when `s < 0`.
+    /// maximum swap when `s` has its sign set (-0.0 included).
     fn state_array(
         &self,
         column: &StateColumn,
@@ -1173,7 +1174,9 @@ impl FoldJob {
             if !acc.nan.is_empty() && acc.nan[g] & beyond != 0 {
                 return other;
             }
-            let raw = extreme(g, is_min == (m.scale >= 0.0));
+            // A scale of -0.0 reverses the order of the zeros it makes, as a negative one
+            // reverses the numbers.
+            let raw = extreme(g, is_min != m.scale.is_sign_negative());
             if raw.is_nan() { -other } else { m.apply(raw) }
         };
         let same = |_: usize, x: f64| x;

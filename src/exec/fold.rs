@@ -506,8 +506,8 @@ impl Accumulators {
                 self.isum[g] = self.isum[g].wrapping_add(other.isum[g]);
             }
             if !self.fmin.is_empty() {
-                self.fmin[g] = self.fmin[g].min(other.fmin[g]);
-                self.fmax[g] = self.fmax[g].max(other.fmax[g]);
+                self.fmin[g] = fmin(self.fmin[g], other.fmin[g]);
+                self.fmax[g] = fmax(self.fmax[g], other.fmax[g]);
                 self.nan[g] |= other.nan[g];
             }
             if !self.imin.is_empty() {
@@ -519,6 +519,20 @@ impl Accumulators {
             }
         }
     }
+}
+
+/// The smaller of `a` and `b` in DataFusion's order of floats among numbers (-0.0 before
+/// +0.0), a NaN operand skipped: the accumulators' slots start as NaN ("none yet"), and
+/// NaNs are flagged apart (`Accumulators::nan`).
+#[inline(always)]
+pub fn fmin(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.before(a) { b } else { a }
+}
+
+/// The larger of `a` and `b` as [`fmin`] orders them (+0.0 after -0.0), NaN skipped.
+#[inline(always)]
+pub fn fmax(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.after(a) { b } else { a }
 }
 
 /// A payload element type.
@@ -541,6 +555,17 @@ pub trait Elem: crate::format::Element + PartialEq + PartialOrd {
     fn as_f32(run: &[Self]) -> Option<&[f32]> {
         let _ = run;
         None
+    }
+    /// Whether `self` replaces `m` as a minimum: it is less, or (floats) it is the same
+    /// zero with its sign set, since DataFusion's order of floats puts -0.0 before +0.0.
+    #[inline(always)]
+    fn before(self, m: Self) -> bool {
+        self < m
+    }
+    /// Whether `self` replaces `m` as a maximum: greater, or +0.0 over -0.0.
+    #[inline(always)]
+    fn after(self, m: Self) -> bool {
+        self > m
     }
     /// The value's order key ([`order_key`]: DataFusion's order of floats); exact for
     /// every type but 64-bit integers.
@@ -589,6 +614,8 @@ macro_rules! float_elem {
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
+            #[inline(always)] fn before(self, m: Self) -> bool { self < m || (self == m && self.is_sign_negative()) }
+            #[inline(always)] fn after(self, m: Self) -> bool { self > m || (self == m && self.is_sign_positive()) }
             fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)> {
                 // Round inward: the least value not below `lo`, the greatest not above `hi`.
                 let (mut l, mut h) = (lo as $t, hi as $t);
@@ -633,6 +660,14 @@ impl Elem for f16 {
     #[inline(always)]
     fn is_nan(self) -> bool {
         f16::is_nan(self)
+    }
+    #[inline(always)]
+    fn before(self, m: Self) -> bool {
+        self < m || (self == m && self.is_sign_negative())
+    }
+    #[inline(always)]
+    fn after(self, m: Self) -> bool {
+        self > m || (self == m && self.is_sign_positive())
     }
     fn bounds(_: f64, _: f64) -> Option<(Self, Self)> {
         None
@@ -899,8 +934,8 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
                         s.is[i] = s.is[i].wrapping_add(if k { x.bits() } else { 0 });
                     }
                     if MM {
-                        s.mn[i] = if k && x < s.mn[i] { x } else { s.mn[i] };
-                        s.mx[i] = if k && x > s.mx[i] { x } else { s.mx[i] };
+                        s.mn[i] = if k && x.before(s.mn[i]) { x } else { s.mn[i] };
+                        s.mx[i] = if k && x.after(s.mx[i]) { x } else { s.mx[i] };
                     }
                     if NAN {
                         #[allow(clippy::eq_op)]
@@ -1071,8 +1106,8 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
             s.is[i] = s.is[i].wrapping_add(x.bits());
         }
         if needs.min_max {
-            s.mn[i] = if x < s.mn[i] { x } else { s.mn[i] };
-            s.mx[i] = if x > s.mx[i] { x } else { s.mx[i] };
+            s.mn[i] = if x.before(s.mn[i]) { x } else { s.mn[i] };
+            s.mx[i] = if x.after(s.mx[i]) { x } else { s.mx[i] };
         }
     }
     let fsum = match fs {
@@ -1102,10 +1137,10 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
     };
     if needs.min_max {
         for i in 0..L {
-            if s.mn[i] < out.min {
+            if s.mn[i].before(out.min) {
                 out.min = s.mn[i];
             }
-            if s.mx[i] > out.max {
+            if s.mx[i].after(out.max) {
                 out.max = s.mx[i];
             }
         }
@@ -1410,10 +1445,10 @@ fn add_run<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>,
     }
     if needs.min_max && st.n > 0 {
         if T::FLOAT {
-            // f64::min/max ignore the NaN the slots start with.
+            // fmin/fmax ignore the NaN the slots start with.
             if st.n > st.nans {
-                acc.fmin[g] = acc.fmin[g].min(st.min.f());
-                acc.fmax[g] = acc.fmax[g].max(st.max.f());
+                acc.fmin[g] = fmin(acc.fmin[g], st.min.f());
+                acc.fmax[g] = fmax(acc.fmax[g], st.max.f());
             }
             acc.nan[g] |= st.nan_signs;
         } else {
@@ -1445,8 +1480,8 @@ pub fn fold_value<T: Elem>(acc: &mut Accumulators, g: usize, x: T) {
             if x.is_nan() {
                 acc.nan[g] |= nan_sign(x);
             } else {
-                acc.fmin[g] = acc.fmin[g].min(xf);
-                acc.fmax[g] = acc.fmax[g].max(xf);
+                acc.fmin[g] = fmin(acc.fmin[g], xf);
+                acc.fmax[g] = fmax(acc.fmax[g], xf);
             }
         } else {
             acc.imin[g] = acc.imin[g].min(x.wide());
@@ -1544,10 +1579,10 @@ fn consecutive<T: Elem>(acc: &mut Accumulators, g: usize, run: &[T], counts: Cou
         if T::FLOAT {
             let (lo, hi) = (&mut acc.fmin[groups.clone()], &mut acc.fmax[groups.clone()]);
             for ((lo, hi), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(run) {
-                // f64::min/max skip a NaN operand: NaNs are flagged below.
+                // fmin/fmax skip a NaN operand: NaNs are flagged below.
                 let v = if ok(x) { x.f() } else { f64::NAN };
-                *lo = lo.min(v);
-                *hi = hi.max(v);
+                *lo = fmin(*lo, v);
+                *hi = fmax(*hi, v);
             }
             for (flag, &x) in acc.nan[groups].iter_mut().zip(run) {
                 if x.is_nan() && ok(x) {

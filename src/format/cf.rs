@@ -89,7 +89,9 @@ impl Dataset {
             }
         };
         let (has_scale, scale) = read("scale_factor", 1.0)?;
-        let (has_offset, offset) = read("add_offset", 0.0)?;
+        // Without `add_offset` nothing is added (as xarray decodes): -0.0 is the offset
+        // that keeps every value, a zero's sign included (+0.0 would turn -0.0 to +0.0).
+        let (has_offset, offset) = read("add_offset", -0.0)?;
         Ok((has_scale || has_offset).then_some(Packing { scale, offset }))
     }
 }

@@ -232,7 +232,10 @@ pub fn widens(from: &DataType, to: &DataType) -> bool {
     )
 }
 
-/// An affine map `x·scale + offset`, computed in Float64.
+/// An affine map `x·scale + offset`, computed in Float64. A map without an offset has
+/// the offset -0.0, the additive identity of IEEE floats (x + -0.0 is x for every x, -0.0
+/// included; x + 0.0 turns -0.0 into +0.0), so that `v * 2` keeps the sign of a zero as
+/// DataFusion's own product does.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Affine {
     pub scale: f64,
@@ -243,8 +246,18 @@ impl Affine {
     /// The identity map.
     pub const IDENTITY: Affine = Affine {
         scale: 1.0,
-        offset: 0.0,
+        offset: -0.0,
     };
+
+    /// `x·scale`, without an offset.
+    pub fn scaled(scale: f64) -> Affine {
+        Affine { scale, offset: -0.0 }
+    }
+
+    /// Whether the map adds nothing (its offset is the additive identity -0.0).
+    fn no_offset(self) -> bool {
+        self.offset == 0.0 && self.offset.is_sign_negative()
+    }
 
     /// `x·scale + offset`.
     #[inline(always)]
@@ -256,7 +269,11 @@ impl Affine {
     pub fn then(self, then: Affine) -> Affine {
         Affine {
             scale: self.scale * then.scale,
-            offset: self.offset * then.scale + then.offset,
+            offset: if self.no_offset() {
+                then.offset
+            } else {
+                self.offset * then.scale + then.offset
+            },
         }
     }
 }
@@ -589,10 +606,7 @@ pub fn affine_of(e: &Expr, v_type: &DataType) -> Option<Affine> {
             Expr::Column(col) if col.name == VALUE_COLUMN => Affine::IDENTITY,
             inner => affine_of(inner, v_type)?,
         },
-        Expr::Negative(x) => affine_of(x, v_type)?.then(Affine {
-            scale: -1.0,
-            offset: 0.0,
-        }),
+        Expr::Negative(x) => affine_of(x, v_type)?.then(Affine::scaled(-1.0)),
         Expr::BinaryExpr(b) => {
             let (x, c, literal_left) = match (literal(&b.left), literal(&b.right)) {
                 (None, Some(c)) => (affine_of(&b.left, v_type)?, c, false),
@@ -603,11 +617,8 @@ pub fn affine_of(e: &Expr, v_type: &DataType) -> Option<Affine> {
                 (Operator::Plus, _) => Affine { scale: 1.0, offset: c },
                 (Operator::Minus, false) => Affine { scale: 1.0, offset: -c },
                 (Operator::Minus, true) => Affine { scale: -1.0, offset: c },
-                (Operator::Multiply, _) => Affine { scale: c, offset: 0.0 },
-                (Operator::Divide, false) if c != 0.0 => Affine {
-                    scale: 1.0 / c,
-                    offset: 0.0,
-                },
+                (Operator::Multiply, _) => Affine::scaled(c),
+                (Operator::Divide, false) if c != 0.0 => Affine::scaled(1.0 / c),
                 _ => return None,
             };
             x.then(step)

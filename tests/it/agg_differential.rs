@@ -409,3 +409,77 @@ async fn nan_infinity_and_fill_values_follow_datafusion() {
         }
     }
 }
+
+/// The sign bits of a query's float cells, row by row (`Val` compares -0.0 equal to +0.0).
+async fn float_bits(ctx: &SessionContext, sql: &str) -> Vec<Vec<Option<u64>>> {
+    sorted(rows(ctx, sql).await)
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .map(|v| match v {
+                    Val::Float(x) => Some(x.to_bits()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Zeros of both signs, in every order and in runs long and short, fold to DataFusion's
+/// order of floats (-0.0 below +0.0, as its ungrouped `min`/`max` and our merges order
+/// them): the minimum of {-0.0, +0.0} is -0.0, the maximum +0.0, grouped or not; a packed
+/// dataset whose `scale_factor` is -0.0 (and `add_offset` -0.0, which keeps the zeros'
+/// signs) swaps its extremes as a negative scale does.
+#[tokio::test(flavor = "multi_thread")]
+async fn signed_zeros_order_as_datafusion_orders_floats() {
+    use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
+    let dir = tempdir();
+    let path = dir.path().join("zeros.tet");
+    // 4 rows of 40 values: row r holds -0.0 at positions where (i + r) % 3 == 0, +0.0
+    // elsewhere, so each row (and each lane of the kernels) sees both in both orders.
+    let (rows_n, cols) = (4usize, 40usize);
+    let f: Vec<f32> = (0..rows_n * cols)
+        .map(|k| if (k % cols + k / cols) % 3 == 0 { -0.0 } else { 0.0 })
+        .collect();
+    let d: Vec<f64> = f.iter().rev().map(|&x| x as f64).collect();
+    let packed: Vec<i16> = (0..rows_n * cols).map(|k| k as i16 % 7 - 3).collect();
+    let fb: Vec<u8> = f.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let db: Vec<u8> = d.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let pb: Vec<u8> = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    let shape = [rows_n as u64, cols as u64];
+    w.dataset(DatasetSpec::new("f", DType::F32, &shape, &[2, 40], &fb).dim_names(&["r", "c"]))
+        .unwrap();
+    w.dataset(DatasetSpec::new("d", DType::F64, &shape, &[4, 8], &db).dim_names(&["r", "c"]))
+        .unwrap();
+    w.dataset(
+        DatasetSpec::new("p", DType::I16, &shape, &[3, 16], &pb)
+            .dim_names(&["r", "c"])
+            .attr("scale_factor", "-0.0")
+            .attr("add_offset", "-0.0"),
+    )
+    .unwrap();
+    w.write_path(&path).unwrap();
+    let p = path.display();
+    let (on, off) = (ctx(), no_pushdown().await);
+    let neg = (-0.0f64).to_bits();
+    let pos = 0.0f64.to_bits();
+    for ds in ["f", "d", "p"] {
+        let sql = format!("SELECT min(v), max(v) FROM tet('{p}', '{ds}')");
+        assert!(plan_text(&on, &sql).await.unwrap().contains("TetAggregateExec"), "{sql}");
+        let got = float_bits(&on, &sql).await;
+        assert_eq!(got, float_bits(&off, &sql).await, "{sql}");
+        assert_eq!(got, vec![vec![Some(neg), Some(pos)]], "{sql}");
+        // Grouped: DataFusion's grouped min/max keep the first of equal values, so the
+        // oracle is the order itself (every row and column of `f` and `d` holds both zeros).
+        if ds == "p" {
+            continue;
+        }
+        for key in ["r", "c"] {
+            let sql = format!("SELECT {key}, min(v), max(v) FROM tet('{p}', '{ds}') GROUP BY {key}");
+            for row in float_bits(&on, &sql).await {
+                assert_eq!(row[1..], [Some(neg), Some(pos)], "{sql}");
+            }
+        }
+    }
+}
