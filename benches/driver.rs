@@ -64,7 +64,7 @@ use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetFile, Te
 use std::time::Instant;
 
 // The allocator of datafusion-cli (and so of `tet-sql`) and of DataFusion's own benchmarks;
-// with glibc's malloc each query's planning took about 0.1 ms longer (README).
+// with glibc's malloc each query's planning took about 0.1 ms longer (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -30,7 +30,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 // datafusion-cli's allocator: planning allocates many small objects per query, and glibc's
-// malloc took about 0.1 ms longer to plan each benchmark query (README, "Analyses that run at memory speed").
+// malloc took about 0.1 ms longer to plan each benchmark query (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -799,7 +799,7 @@ fn nan_sign<T: Elem>(x: T) -> u8 {
 const L: usize = 8;
 
 /// The sum of the [`L`] lanes of a run's f64 sum, pairwise: every lane's sum passes through
-/// three adds here (the `+ 3` of the error bound in the README).
+/// three adds here (the `+ 3` of the error bound in docs/pushdown.md).
 #[inline(always)]
 fn eight_lanes_total(s: [f64; L]) -> f64 {
     ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))

@@ -12,7 +12,7 @@
 //! it adds in the portable loop's order, so its lanes are bit-identical too.
 //!
 //! The AVX2 copy runs by default where the CPU has it, also on AVX-512 CPUs: on the
-//! benchmark's machines (AMD EPYCs and an Intel Xeon; the README's performance section
+//! benchmark's machines (AMD EPYCs and an Intel Xeon; docs/performance.md
 //! has the figures) the AVX-512 copies were no faster on the plain folds and slower on
 //! some, or faster in one run and slower in another, so they run only when asked for.
 //! `TET_SIMD=avx512`, `avx2` or `portable` in the environment, read once per process,

@@ -148,8 +148,11 @@ impl TetSource {
         let key = format!("file://{}", path.display());
         if let Some(hit) = cache.get(&key) {
             let now = LocalPin::of_path(&path).map_err(|e| e.in_file(location))?;
+            // A map that faulted (its file truncated under it) is never reused, whatever
+            // the file looks like now.
             if let Backing::Local(l) = &hit.backing
                 && *l.pin() == now
+                && l.check_intact(false).is_ok()
             {
                 return Ok(hit);
             }
