@@ -20,6 +20,7 @@ mod format_upstream;
 #[cfg(feature = "cli")] // runs the tet-sql binary
 mod hostile;
 mod layers;
+mod memory;
 mod multi;
 mod remote;
 mod servers;
