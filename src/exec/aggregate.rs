@@ -16,7 +16,7 @@
 //! comparisons of value columns with constants), fold in the
 //! vectorized kernels, and their states are mapped at emit (packing, affine inputs such as
 //! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
-//! cells ([`TileExprs`]) and folded from the resulting arrays.
+//! cells slab by slab ([`TileExprs`], `evaluated`) and folded from the resulting arrays.
 
 use super::ChunkFeed;
 use super::aligned::AlignedCells;
@@ -30,6 +30,7 @@ use super::groups::{AxisValues, GroupIndex, Segment, Target, Walked, walk_rows, 
 use super::metrics::{AggregateMetrics, Stopwatch};
 use super::payload::{Payload, PayloadMetrics, payload_stream};
 use super::program::{BLOCK, Cells, Lane, Program, Scratch, Ty, convert, weighted_program};
+use super::reservation::{PoolAccount, exhausted};
 use super::simd::multiversion;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::io::FetchOptions;
@@ -37,9 +38,9 @@ use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, AxisSelection, ChunkTask, KeyRange, State,
     StateColumn, TableModel, VALUE_COLUMN, ValueRanges, value_ranges, weighted_input,
 };
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::buffer::Buffer;
-use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, UInt64Type};
+use arrow::datatypes::{DataType, Float64Type, SchemaRef, UInt64Type};
 use datafusion::common::Column;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -61,7 +62,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-/// Cells of one slab when several inputs walk a tile (64 KiB of f32: within L2).
+mod evaluated;
+
+/// Cells of one slab when several inputs walk a tile (64 KiB of f32: within L2), and of
+/// each batch evaluated inputs are evaluated over (`evaluated`).
 const SLAB_CELLS: u64 = 16 * 1024;
 
 /// Which accumulators an aggregate needs.
@@ -692,14 +696,6 @@ struct FoldJob {
     metrics: ExecutionPlanMetricsSet,
 }
 
-/// An evaluated input's values as one of the types the kernels fold.
-enum Values<'a> {
-    None,
-    F64(&'a [f64]),
-    I64(&'a [i64]),
-    U64(&'a [u64]),
-}
-
 impl FoldJob {
     /// The group index and the axis weights over `selection`.
     fn groups(&self, selection: &[AxisSelection]) -> Result<Groups> {
@@ -726,6 +722,7 @@ impl FoldJob {
         let metrics = AggregateMetrics::new(&self.metrics, partition, &self.feed.access.pruning, table.is_remote());
         let mut reservation =
             MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
+        let tiles = PoolAccount::new(context.memory_pool(), format!("TetAggregateExec[{partition}] tiles"));
         let payloads = payload_stream(
             table.clone(),
             tasks,
@@ -735,6 +732,7 @@ impl FoldJob {
                 read: metrics.read.clone(),
                 decode: metrics.fold_timers.to_vec(),
             },
+            tiles,
         );
         let (accs, pairs) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
         Ok(Folded {
@@ -883,7 +881,18 @@ impl FoldJob {
             )
             .fold(0, usize::saturating_add);
         let by_position: usize = gi.held_bytes() + weights.iter().map(AxisValues::held_bytes).sum::<usize>();
-        reservation.try_grow(dense.saturating_add(by_position))?;
+        let slabs = evaluated::slab_bytes(&self.fold);
+        reservation
+            .try_grow(dense.saturating_add(by_position).saturating_add(slabs))
+            .map_err(|e| {
+                exhausted(e, || {
+                    format!(
+                        "{} groups and positions of {}",
+                        gi.count,
+                        table.values.iter().map(|v| v.describe()).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            })?;
         let mut accs: Vec<Accumulators> = self
             .fold
             .inputs
@@ -915,32 +924,6 @@ impl FoldJob {
             let cells = match &aligned {
                 Some(a) => TaskCells::Aligned(a),
                 None => TaskCells::Tile(tile.as_ref()),
-            };
-            // Expressions: the row filter over every selected cell, the rest over the
-            // cells it keeps.
-            let (row_mask, kept) = if self.fold.exprs.is_empty() {
-                (None, None)
-            } else {
-                let exprs = &self.fold.exprs;
-                let batch = exprs.batch(table, &task, &start, &tiles)?;
-                match self.fold.row_filter {
-                    Some(i) => {
-                        let mask = boolean(exprs.evaluate(i, &batch)?)?;
-                        let kept = arrow::compute::filter_record_batch(&batch, &mask)?;
-                        (Some(mask), Some(kept))
-                    }
-                    None => (None, Some(batch)),
-                }
-            };
-            let mut evaluated: Vec<Option<ArrayRef>> = vec![None; self.fold.exprs.len()];
-            let mut eval = |i: usize| -> Result<ArrayRef> {
-                if evaluated[i].is_none() {
-                    let kept = kept
-                        .as_ref()
-                        .ok_or_else(|| DataFusionError::Internal("no batch".into()))?;
-                    evaluated[i] = Some(self.fold.exprs.evaluate(i, kept)?);
-                }
-                Ok(evaluated[i].clone().expect("just evaluated"))
             };
             // Inputs over stored values walk the tile slab by slab, all of them per slab,
             // so that each slab is read from memory once and from cache by the others.
@@ -1072,30 +1055,8 @@ impl FoldJob {
                 }
                 cell_base += slab.cells as usize;
             }
-            // Evaluated inputs index their arrays by the task's cells: the whole task.
-            for (input, acc) in self.fold.inputs.iter().zip(accs.iter_mut()) {
-                if let Source::Evaluated { value, filter } = &input.source {
-                    let value = value.map(&mut eval).transpose()?;
-                    let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
-                    let masks = Masks {
-                        rows: row_mask.as_ref(),
-                        filter: filter.as_ref(),
-                    };
-                    fold_evaluated(input, acc, gi, &task, &start, value.as_ref(), masks)?
-                }
-            }
-            for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
-                let PairInput::Evaluated { x, y, filter } = p else {
-                    continue;
-                };
-                let (x, y) = (eval(*x)?, eval(*y)?);
-                let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
-                let masks = Masks {
-                    rows: row_mask.as_ref(),
-                    filter: filter.as_ref(),
-                };
-                fold_pair(acc, gi, &task, &start, &x, &y, masks)?
-            }
+            // Evaluated inputs and pairs: DataFusion's expressions, slab by slab.
+            evaluated::fold_task(&self.fold, table, gi, &task, &start, &tiles, &mut accs, &mut pairs)?;
         }
         accs.iter_mut().for_each(Accumulators::settle);
         Ok((accs, pairs))
@@ -1271,44 +1232,6 @@ fn comoment_array(state: State, acc: &[CoMoment], touched: &[usize]) -> Result<A
         })
         .collect::<Result<Float64Array>>()?;
     Ok(Arc::new(values))
-}
-
-/// Fold the pairs of two evaluated inputs `x`, `y` of one task into co-moments: the cells
-/// the row filter and `FILTER` keep where neither is NULL.
-fn fold_pair(
-    acc: &mut [CoMoment],
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
-    x: &ArrayRef,
-    y: &ArrayRef,
-    masks: Masks,
-) -> Result<()> {
-    let x = arrow::compute::cast(x, &DataType::Float64)?;
-    let y = arrow::compute::cast(y, &DataType::Float64)?;
-    let (xs, ys) = (x.as_primitive::<Float64Type>(), y.as_primitive::<Float64Type>());
-    let (xn, yn) = (xs.logical_nulls(), ys.logical_nulls());
-    let (xv, yv) = (xs.values(), ys.values());
-    let mut j = 0usize;
-    walk_segments(gi, task, start, None, |s| {
-        let c = s.cell_offset;
-        for i in 0..s.len {
-            if masks.rows.is_some_and(|m| !is_true(m, c + i)) {
-                continue;
-            }
-            let k = j;
-            j += 1;
-            if masks.filter.is_some_and(|m| !is_true(m, k))
-                || xn.as_ref().is_some_and(|n| n.is_null(k))
-                || yn.as_ref().is_some_and(|n| n.is_null(k))
-            {
-                continue;
-            }
-            let g = s.target.group(i);
-            acc[g].add(xv[k], yv[k]);
-        }
-    });
-    Ok(())
 }
 
 /// Fold the stored values of one chunk task (`tile`; without it only cells are counted)
@@ -1926,99 +1849,4 @@ fn fold_segment<T: Elem>(acc: &mut Accumulators, s: &Segment, run: &[T], keep: &
         } => fold_consecutive(acc, base + first as usize, run, keep),
         t @ Target::Each { .. } => fold_elementwise(acc, run, keep, |i| t.group(i)),
     }
-}
-
-/// The type an evaluated input folds as.
-fn folded_type(input: &Input) -> DataType {
-    if input.float {
-        DataType::Float64
-    } else if input.unsigned {
-        DataType::UInt64
-    } else {
-        DataType::Int64
-    }
-}
-
-/// A filter's result as a boolean array.
-fn boolean(a: ArrayRef) -> Result<BooleanArray> {
-    a.as_boolean_opt()
-        .cloned()
-        .ok_or_else(|| DataFusionError::Internal(format!("TetAggregateExec: a filter of type {}", a.data_type())))
-}
-
-/// Which cells an evaluated input counts: those where `rows` (over every selected cell)
-/// is true, and among them (numbered by the rows `rows` keeps) those where `filter` is.
-#[derive(Clone, Copy)]
-struct Masks<'a> {
-    rows: Option<&'a BooleanArray>,
-    filter: Option<&'a BooleanArray>,
-}
-
-fn is_true(m: &BooleanArray, i: usize) -> bool {
-    m.is_valid(i) && m.value(i)
-}
-
-/// Fold an evaluated input of one chunk task: `value` (one element per row the row filter
-/// keeps; `None`: cells only) over the cells `masks` keep.
-fn fold_evaluated(
-    input: &Input,
-    acc: &mut Accumulators,
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
-    value: Option<&ArrayRef>,
-    masks: Masks,
-) -> Result<()> {
-    let folded = match value {
-        None => None,
-        Some(v) => Some(arrow::compute::cast(v, &folded_type(input))?),
-    };
-    let vals = match &folded {
-        None => Values::None,
-        Some(a) if input.float => Values::F64(a.as_primitive::<Float64Type>().values()),
-        Some(a) if input.unsigned => Values::U64(a.as_primitive::<UInt64Type>().values()),
-        Some(a) => Values::I64(a.as_primitive::<Int64Type>().values()),
-    };
-    let nulls = folded.as_ref().and_then(|a| a.logical_nulls());
-    let simple = masks.rows.is_none() && masks.filter.is_none() && nulls.is_none();
-    // Row `j` of the kept rows.
-    let mut j = 0usize;
-    walk_segments(gi, task, start, None, |s| {
-        let (c, len) = (s.cell_offset, s.len);
-        if simple && let Target::One(g) = s.target {
-            match &vals {
-                Values::F64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
-                Values::I64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
-                Values::U64(v) => fold_run(acc, g, &v[c..c + len], &Keep::default()),
-                Values::None => {
-                    acc.cells[g] += len as u64;
-                    acc.n[g] += len as u64;
-                }
-            }
-            j += len;
-            return;
-        }
-        for i in 0..len {
-            if masks.rows.is_some_and(|m| !is_true(m, c + i)) {
-                continue;
-            }
-            let k = j;
-            j += 1;
-            if masks.filter.is_some_and(|m| !is_true(m, k)) {
-                continue;
-            }
-            let g = s.target.group(i);
-            acc.cells[g] += 1;
-            if nulls.as_ref().is_some_and(|n| n.is_null(k)) {
-                continue;
-            }
-            match &vals {
-                Values::None => acc.n[g] += 1,
-                Values::F64(v) => fold_value(acc, g, v[k]),
-                Values::I64(v) => fold_value(acc, g, v[k]),
-                Values::U64(v) => fold_value(acc, g, v[k]),
-            }
-        }
-    });
-    Ok(())
 }

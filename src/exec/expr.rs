@@ -68,6 +68,11 @@ impl TileExprs {
         self.exprs.is_empty()
     }
 
+    /// Number of table columns a batch holds (those the expressions read).
+    pub fn column_count(&self) -> usize {
+        self.columns.len()
+    }
+
     /// The batch of the selected cells of `task` (`tiles`: the decoded tiles of the value
     /// columns, absent for those no expression reads; `start`: the tile's global start), in
     /// the order [`walk_segments`](super::groups::walk_segments) numbers them.

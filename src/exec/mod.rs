@@ -192,6 +192,7 @@ pub mod metrics;
 pub mod payload;
 mod program;
 pub(crate) use program::weighted_program;
+mod reservation;
 mod scan;
 pub mod simd;
 

@@ -1,10 +1,13 @@
 //! Payloads: the stored bytes of a partition's chunks, read window by window, and the one
 //! place they become decoded tiles (`decode_tile`), handed out per task with the tile of
-//! every value column read (`payload_stream`).
+//! every value column read (`payload_stream`). What they allocate (decoded tiles, bytes
+//! fetched from object stores) is reserved in the session's memory pool first
+//! ([`PoolAccount`]).
 
 use super::ChunkFeed;
 use super::metrics::{ReadMetrics, Stopwatch};
-use crate::format::codec;
+use super::reservation::{PoolAccount, held};
+use crate::format::{Codec, codec};
 use crate::io::{FetchOptions, windows};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::buffer::Buffer;
@@ -46,8 +49,9 @@ pub(crate) fn feed_payloads(
     metrics: PayloadMetrics,
 ) -> BoxStream<'static, Result<Payload>> {
     futures::stream::once(async move {
+        let memory = PoolAccount::new(context.memory_pool(), format!("{node}[{partition}] tiles"));
         let tasks = feed.tasks_of(partition, context, node).await?;
-        Ok::<_, DataFusionError>(payload_stream(table, tasks, columns, opts, metrics))
+        Ok::<_, DataFusionError>(payload_stream(table, tasks, columns, opts, metrics, memory))
     })
     .try_flatten()
     .boxed()
@@ -64,13 +68,20 @@ pub(crate) fn feed_payloads(
 /// requests, at most `opts.concurrency` in flight), with the next window fetched while
 /// the current one is consumed: memory is bounded by two windows and the tiles still
 /// needed, never by the file size.
+///
+/// The bytes fetched from object stores and the tiles decoded are reserved in `memory`
+/// before they are allocated, each reservation held by its bytes (see
+/// [`reservation`](super::reservation)); the stream fails with DataFusion's resources
+/// exhausted error, naming the file and chunk, when the pool cannot hold one.
 pub(crate) fn payload_stream(
     table: Arc<TableModel>,
     tasks: Vec<Arc<ChunkTask>>,
     columns: Vec<usize>,
     opts: FetchOptions,
     metrics: PayloadMetrics,
+    memory: PoolAccount,
 ) -> BoxStream<'static, Result<Payload>> {
+    let memory = Arc::new(memory);
     let n = table.values.len();
     if columns.is_empty() {
         return futures::stream::iter(tasks.into_iter().map(move |t| Ok((t, vec![None; n])))).boxed();
@@ -117,10 +128,11 @@ pub(crate) fn payload_stream(
     let (reads, spans) = (Arc::new(reads), Arc::new(spans));
     let fetch = metrics.read.fetch.clone();
     let fetched = {
-        let (table, reads) = (table.clone(), reads.clone());
+        let (table, reads, memory) = (table.clone(), reads.clone(), memory.clone());
         futures::stream::iter(groups)
             .map(move |g| {
                 let (table, reads, spans, fetch) = (table.clone(), reads.clone(), spans.clone(), fetch.clone());
+                let memory = memory.clone();
                 async move {
                     let mut items: Vec<Option<Bytes>> = vec![None; g.len()];
                     let mut left: Vec<usize> = g.clone().collect();
@@ -130,12 +142,32 @@ pub(crate) fn payload_stream(
                             .iter()
                             .partition(|&&i| Arc::ptr_eq(&table.values[reads[i].0].source, source));
                         let wanted: Vec<Range<u64>> = of_file.iter().map(|&i| spans[i].clone()).collect();
+                        // Fetched bytes are allocations (a local file's are slices of its
+                        // mapping): reserved before the requests are sent.
+                        let mut reserved = Vec::new();
+                        if source.is_remote() {
+                            for &i in &of_file {
+                                let (k, linear) = reads[i];
+                                let len = spans[i].end - spans[i].start;
+                                let what = || {
+                                    format!(
+                                        "{len} payload bytes of chunk {linear} of {}",
+                                        table.values[k].describe()
+                                    )
+                                };
+                                reserved.push(memory.reserve(usize::try_from(len).unwrap_or(usize::MAX), what)?);
+                            }
+                        }
                         let got = source.fetch(&wanted, &opts).await?;
                         if let Some(m) = &fetch {
                             m.record(got.requests, got.bytes_fetched);
                         }
+                        let mut reserved = reserved.into_iter();
                         for (i, bytes) in of_file.into_iter().zip(got.spans) {
-                            items[i - g.start] = Some(bytes);
+                            items[i - g.start] = Some(match reserved.next() {
+                                Some(r) => held(bytes, r),
+                                None => bytes,
+                            });
                         }
                         left = rest;
                     }
@@ -160,6 +192,7 @@ pub(crate) fn payload_stream(
         last_use,
         tiles: HashMap::new(),
         metrics,
+        memory,
     };
     futures::stream::unfold(
         (fetched, tasks.into_iter().enumerate(), state, false),
@@ -194,6 +227,8 @@ struct Aligner {
     last_use: Option<HashMap<(usize, u64), usize>>,
     tiles: HashMap<(usize, u64), Buffer>,
     metrics: PayloadMetrics,
+    /// Where decoded tiles are reserved.
+    memory: Arc<PoolAccount>,
 }
 
 impl Aligner {
@@ -259,24 +294,42 @@ impl Aligner {
         let (k, linear) = self.reads[r];
         self.metrics.read.chunk(stored.len() as u64);
         let _timer = Stopwatch::start(&self.metrics.decode);
-        Ok(((k, linear), decode_tile(&self.table, k, linear, stored)?))
+        Ok(((k, linear), decode_tile(&self.table, k, linear, stored, &self.memory)?))
     }
 }
 
 /// The decoded tile of chunk `linear` of value column `k` of `table` from its stored bytes:
-/// the stored buffer itself when the chunk is raw (zero-copy over the mmap), a new buffer
-/// when it is compressed. The access plan refused tiles above the session's
-/// `tet.max_tile_bytes`; the decoder holds to the same limit.
-pub(crate) fn decode_tile(table: &TableModel, k: usize, linear: u64, stored: Bytes) -> Result<Buffer> {
+/// the stored buffer itself when the chunk is raw (zero-copy over the mmap, or over the
+/// fetched bytes, which hold their own reservation), a new buffer when it is compressed,
+/// reserved in `memory` before it is allocated and returned to the pool when the last
+/// array sharing it is dropped. The access plan refused tiles above the session's
+/// `tet.max_tile_bytes`; the decoder holds to the same limit (a claim above it is refused
+/// by the decoder, not reserved).
+pub(crate) fn decode_tile(
+    table: &TableModel,
+    k: usize,
+    linear: u64,
+    stored: Bytes,
+    memory: &PoolAccount,
+) -> Result<Buffer> {
     let v = &table.values[k];
     let (row, entry) = v.source.file.chunk(v.dataset(), linear);
     let max = table.limits.max_tile_bytes;
+    let reservation = match entry.codec {
+        Codec::Zstd if entry.raw_byte_len <= max => {
+            let len = usize::try_from(entry.raw_byte_len).unwrap_or(usize::MAX);
+            let what = || format!("a decoded tile of {len} bytes (chunk {linear} of {})", v.describe());
+            Some(memory.reserve(len, what)?)
+        }
+        _ => None,
+    };
     let decoded = match codec::decode(row, entry, &stored, max).map_err(|e| e.in_file(&v.source.location))? {
         Cow::Borrowed(_) => None,
         Cow::Owned(v) => Some(v),
     };
-    Ok(match decoded {
-        None => Buffer::from(stored),
-        Some(v) => Buffer::from_vec(v),
+    Ok(match (decoded, reservation) {
+        (None, _) => Buffer::from(stored),
+        (Some(v), Some(r)) => Buffer::from(held(v, r)),
+        (Some(v), None) => Buffer::from_vec(v),
     })
 }

@@ -5,7 +5,7 @@
 //! message — never a signal, never an abort — within seconds.
 
 use crate::common::tempdir;
-use datafusion_tet::format::{Codec, DType, DatasetSpec, TetFile, TetWriter};
+use datafusion_tet::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetFile, TetWriter};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -181,14 +181,20 @@ const QUERIES: &[&str] = &[
 /// Run `sql` in tet-sql under the address-space limit: (exit status, stdout, stderr,
 /// elapsed). A query still running after [`HUNG`] is killed and reported as hung.
 fn run_limited(sql: &str, dir: &Path) -> (Option<i32>, String, String, Duration) {
+    run_limited_with(&[], sql, dir)
+}
+
+/// [`run_limited`] with further tet-sql arguments (`-m 32m`).
+fn run_limited_with(args: &[&str], sql: &str, dir: &Path) -> (Option<i32>, String, String, Duration) {
     let bin = env!("CARGO_BIN_EXE_tet-sql");
     let mut child = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "ulimit -v {ADDRESS_SPACE_KIB}; exec \"$0\" -q --format json -c \"$1\""
+            "ulimit -v {ADDRESS_SPACE_KIB}; exec \"$0\" -q --format json \"${{@:2}}\" -c \"$1\""
         ))
         .arg(bin)
         .arg(sql)
+        .args(args)
         // One malloc arena: glibc reserves 64 MiB of address space per arena and thread
         // group, which would make the limit measure threads rather than memory.
         .env("MALLOC_ARENA_MAX", "1")
@@ -298,10 +304,15 @@ fn kept_or(temp: &tempfile::TempDir) -> std::path::PathBuf {
 /// Run each of `queries` (setup statements first) on `file` and check its output contains
 /// `want` (an answer's JSON, or the error's key words).
 fn expect_all(dir: &Path, file: &str, setup: &str, queries: &[(&str, &str)]) {
+    expect_all_with(&[], dir, file, setup, queries)
+}
+
+/// [`expect_all`] with further tet-sql arguments.
+fn expect_all_with(args: &[&str], dir: &Path, file: &str, setup: &str, queries: &[(&str, &str)]) {
     let mut failures = Vec::new();
     for (q, want) in queries {
         let sql = format!("{setup}{}", q.replace("{f}", file));
-        let (code, out, err, took) = run_limited(&sql, dir);
+        let (code, out, err, took) = run_limited_with(args, &sql, dir);
         let message = format!("{out}{err}");
         println!(
             "{sql}\n  -> exit {code:?} in {took:.2?}: {}",
@@ -393,13 +404,7 @@ fn a_large_raw_tile_is_emitted_one_batch_at_a_time() {
     // and a few batches, not for 2^28 positions).
     let temp = tempdir();
     let dir = kept_or(&temp);
-    let n = 16384u64;
-    let data: Vec<u8> = (0..n * n).map(|i| (i % 251) as u8).collect();
-    let mut w = TetWriter::new();
-    w.dataset(DatasetSpec::new("v", DType::U8, &[n, n], &[n, n], &data))
-        .unwrap();
-    w.write_path(dir.join("big.tet")).unwrap();
-    drop(data);
+    large_raw_tile(&dir);
     expect_all(
         &dir,
         "big.tet",
@@ -457,4 +462,82 @@ fn a_large_coordinate_variable_from_a_few_bytes_opens_within_the_limits() {
         "SET tet.max_axis_positions = 1000000; ",
         &[("SELECT count(*) FROM tet('{f}', 'v')", "tet.max_axis_positions")],
     );
+}
+
+/// Cells of a side of [`large_raw_tile`].
+const LARGE: u64 = 16384;
+
+/// `big.tet` in `dir`: one raw u8 chunk of 16384 × 16384 (256 MiB), `v = i % 251` of
+/// cell `i`.
+fn large_raw_tile(dir: &Path) {
+    let data: Vec<u8> = (0..LARGE * LARGE).map(|i| (i % 251) as u8).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new(
+        "v",
+        DType::U8,
+        &[LARGE, LARGE],
+        &[LARGE, LARGE],
+        &data,
+    ))
+    .unwrap();
+    w.write_path(dir.join("big.tet")).unwrap();
+}
+
+#[test]
+fn an_evaluated_aggregate_of_a_large_tile_holds_one_slab() {
+    // Inputs and filters the fold evaluates with DataFusion's expressions: over the whole
+    // 256 MiB tile at once, `CAST(v AS BIGINT)` or `v + 1` is an array of 2 GiB (beyond
+    // the address-space limit: an abort); slab by slab, 128 KiB.
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    large_raw_tile(&dir);
+    let cells = 0..LARGE * LARGE;
+    let s: u64 = cells.clone().map(|i| i % 251 % 3).sum();
+    let n = cells.filter(|i| i % 251 + 1 > 200).count();
+    let (want_s, want_n) = (format!(r#"[{{"s":{s}}}]"#), format!(r#"[{{"n":{n}}}]"#));
+    expect_all(
+        &dir,
+        "big.tet",
+        "",
+        &[
+            ("SELECT sum(CAST(v AS BIGINT) % 3) AS s FROM tet('{f}')", &want_s),
+            ("SELECT count(*) AS n FROM tet('{f}') WHERE v + 1 > 200", &want_n),
+        ],
+    );
+}
+
+#[test]
+fn decoded_tiles_are_bounded_by_the_memory_limit() {
+    // Four zstd tiles of 64 MiB (compressing to little): under `-m 32m` none can be held
+    // and each query fails naming the file, in the fold and in the scan; under `-m 400m`
+    // they answer (the partitions hold a tile each).
+    let temp = tempdir();
+    let dir = kept_or(&temp);
+    let side = 8192u64;
+    let data: Vec<u8> = (0..4 * side * side).map(|i| (i % 7) as u8).collect();
+    let mut w = TetWriter::new();
+    w.dataset(DatasetSpec::new("v", DType::U8, &[4 * side, side], &[side, side], &data).codecs(ChunkCodecs::Zstd(1)))
+        .unwrap();
+    w.write_path(dir.join("zstd.tet")).unwrap();
+    let s: u64 = data.iter().map(|&v| v as u64).sum();
+    drop(data);
+    let query = "SELECT sum(v) AS s FROM tet('{f}')";
+    let off = "SET tet.aggregate_pushdown = false; ";
+    for setup in ["", off] {
+        expect_all_with(
+            &["-m", "32m"],
+            &dir,
+            "zstd.tet",
+            setup,
+            &[(query, "Resources exhausted")],
+        );
+        expect_all_with(&["-m", "32m"], &dir, "zstd.tet", setup, &[(query, "zstd.tet")]);
+        expect_all_with(
+            &["-m", "400m"],
+            &dir,
+            "zstd.tet",
+            setup,
+            &[(query, &format!(r#"[{{"s":{s}}}]"#))],
+        );
+    }
 }

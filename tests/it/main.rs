@@ -21,6 +21,7 @@ mod format_upstream;
 mod hostile;
 mod layers;
 mod local_files;
+mod memory;
 mod multi;
 mod remote;
 mod servers;
