@@ -3,6 +3,7 @@
 //! every value column read (`payload_stream`).
 
 use super::ChunkFeed;
+use super::assemble::assemble;
 use super::metrics::{ReadMetrics, Stopwatch};
 use crate::format::codec;
 use crate::io::{FetchOptions, windows};
@@ -79,20 +80,23 @@ pub(crate) fn payload_stream(
     // share chunks, the last task using each. A table of one dataset has one task per
     // chunk: its chunks are read in task order and handed out as they come.
     let (reads, last_use) = if table.values.len() == 1 {
-        let reads: Vec<(usize, u64)> = tasks
-            .iter()
-            .flat_map(|t| columns.iter().map(|&k| (k, t.chunk_of(k))))
-            .collect();
+        let mut reads: Vec<(usize, u64)> = Vec::with_capacity(tasks.len() * columns.len());
+        for t in &tasks {
+            for &k in &columns {
+                t.for_each_chunk(k, |linear, _| reads.push((k, linear)));
+            }
+        }
         (reads, None)
     } else {
         let mut reads: Vec<(usize, u64)> = Vec::new();
         let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
         for (i, t) in tasks.iter().enumerate() {
             for &k in &columns {
-                let key = (k, t.chunk_of(k));
-                if last_use.insert(key, i).is_none() {
-                    reads.push(key);
-                }
+                t.for_each_chunk(k, |linear, _| {
+                    if last_use.insert((k, linear), i).is_none() {
+                        reads.push((k, linear));
+                    }
+                });
             }
         }
         (reads, Some(last_use))
@@ -200,7 +204,12 @@ impl Aligner {
     ) -> Result<Vec<Option<Buffer>>> {
         let mut out = vec![None; self.table.values.len()];
         for &k in &self.columns {
-            let key = (k, task.chunk_of(k));
+            if task.spread_of(k).is_some() {
+                out[k] = Some(self.assembled(i, k, task, fetched).await?);
+                continue;
+            }
+            let mut key = (k, task.linear);
+            task.for_each_chunk(k, |linear, _| key.1 = linear);
             let Some(last_use) = &self.last_use else {
                 let (read, tile) = self.next_tile(fetched, key).await?;
                 if read != key {
@@ -223,6 +232,39 @@ impl Aligner {
             }
         }
         Ok(out)
+    }
+
+    /// The tile of value column `k` for task `i`, whose cells of it lie in several of its
+    /// chunks: each read (and decoded) up to those needed, their cells copied into one
+    /// tile of the task's geometry ([`assemble`]), and dropped where this is their last
+    /// task.
+    async fn assembled(
+        &mut self,
+        i: usize,
+        k: usize,
+        task: &ChunkTask,
+        fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
+    ) -> Result<Buffer> {
+        let mut chunks: Vec<u64> = Vec::new();
+        task.for_each_chunk(k, |linear, _| chunks.push(linear));
+        for &linear in &chunks {
+            while !self.tiles.contains_key(&(k, linear)) {
+                let (read, tile) = self.next_tile(fetched, (k, linear)).await?;
+                self.tiles.insert(read, tile);
+            }
+        }
+        let tile = {
+            let _timer = Stopwatch::start(&self.metrics.decode);
+            assemble(&self.table, k, task, |linear| self.tiles.get(&(k, linear)))?
+        };
+        if let Some(last_use) = &self.last_use {
+            for linear in chunks {
+                if last_use.get(&(k, linear)) == Some(&i) {
+                    self.tiles.remove(&(k, linear));
+                }
+            }
+        }
+        Ok(tile)
     }
 
     /// The next fetched payload, decoded: its read (column, chunk id) and tile. `wanted`
