@@ -160,7 +160,7 @@ pub(crate) fn payload_stream(
     let state = Aligner {
         table,
         reads,
-        columns,
+        columns: columns.into(),
         last_use,
         tiles: HashMap::new(),
         metrics,
@@ -185,7 +185,8 @@ pub(crate) fn payload_stream(
 struct Aligner {
     table: Arc<TableModel>,
     reads: Arc<Vec<(usize, u64)>>,
-    columns: Vec<usize>,
+    /// Shared, so that a task's walk over them may borrow the aligner mutably.
+    columns: Arc<[usize]>,
     /// The last task using each chunk; `None` when each chunk is one task's (then the
     /// fetched payloads come in the order the tasks need them and nothing is kept).
     last_use: Option<HashMap<(usize, u64), usize>>,
@@ -203,7 +204,8 @@ impl Aligner {
         fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
     ) -> Result<Vec<Option<Buffer>>> {
         let mut out = vec![None; self.table.values.len()];
-        for &k in &self.columns {
+        let columns = self.columns.clone();
+        for &k in columns.iter() {
             if task.spread_of(k).is_some() {
                 out[k] = Some(self.assembled(i, k, task, fetched).await?);
                 continue;
