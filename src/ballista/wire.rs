@@ -7,8 +7,9 @@
 //! handed to Ballista's codecs, which we wrap. A plan names its file by location, dataset
 //! and version (length + ETag); the process decoding it reopens the file (the scheduler to
 //! plan, executors to read their chunks) and refuses a different version. Chunk tasks
-//! travel as chunk ids and are rebuilt from the per-axis selection, so a plan stays small
-//! and a damaged one cannot name cells outside the dataset. Which partition reads which
+//! travel as chunk ids, each made again from its id and the per-axis selection alone (not
+//! by making every task of the selection), so a plan stays small, decoding it costs what
+//! it names, and a damaged one cannot name cells outside the dataset. Which partition reads which
 //! chunks is our nodes' child (see [`ChunkFeed`]), a plain `DataSourceExec` that Ballista
 //! restricts to each task's partitions.
 
@@ -37,8 +38,10 @@ use std::sync::Arc;
 
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
-/// The version of [`TetNode`] this build writes and reads.
-pub const WIRE_VERSION: u32 = 7;
+/// The version of [`TetNode`] this build writes and reads. (8: task ids of tables whose
+/// datasets' chunk grids differ count the cells of the grid [`crate::plan::aligned_tasks`]
+/// cuts, which no longer cuts at the boundaries of finer grids.)
+pub const WIRE_VERSION: u32 = 8;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]

@@ -184,6 +184,7 @@ impl ChunkFeed {
 
 mod aggregate;
 mod aligned;
+mod assemble;
 mod cells;
 mod expr;
 pub mod fold;

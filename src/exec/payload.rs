@@ -5,6 +5,7 @@
 //! ([`PoolAccount`]).
 
 use super::ChunkFeed;
+use super::assemble::assemble;
 use super::metrics::{ReadMetrics, Stopwatch};
 use super::reservation::{PoolAccount, held};
 use crate::format::{Codec, codec};
@@ -90,20 +91,23 @@ pub(crate) fn payload_stream(
     // share chunks, the last task using each. A table of one dataset has one task per
     // chunk: its chunks are read in task order and handed out as they come.
     let (reads, last_use) = if table.values.len() == 1 {
-        let reads: Vec<(usize, u64)> = tasks
-            .iter()
-            .flat_map(|t| columns.iter().map(|&k| (k, t.chunk_of(k))))
-            .collect();
+        let mut reads: Vec<(usize, u64)> = Vec::with_capacity(tasks.len() * columns.len());
+        for t in &tasks {
+            for &k in &columns {
+                t.for_each_chunk(k, |linear, _| reads.push((k, linear)));
+            }
+        }
         (reads, None)
     } else {
         let mut reads: Vec<(usize, u64)> = Vec::new();
         let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
         for (i, t) in tasks.iter().enumerate() {
             for &k in &columns {
-                let key = (k, t.chunk_of(k));
-                if last_use.insert(key, i).is_none() {
-                    reads.push(key);
-                }
+                t.for_each_chunk(k, |linear, _| {
+                    if last_use.insert((k, linear), i).is_none() {
+                        reads.push((k, linear));
+                    }
+                });
             }
         }
         (reads, Some(last_use))
@@ -188,7 +192,7 @@ pub(crate) fn payload_stream(
     let state = Aligner {
         table,
         reads,
-        columns,
+        columns: columns.into(),
         last_use,
         tiles: HashMap::new(),
         metrics,
@@ -221,7 +225,8 @@ pub(crate) fn payload_stream(
 struct Aligner {
     table: Arc<TableModel>,
     reads: Arc<Vec<(usize, u64)>>,
-    columns: Vec<usize>,
+    /// Shared, so that a task's walk over them may borrow the aligner mutably.
+    columns: Arc<[usize]>,
     /// The last task using each chunk; `None` when each chunk is one task's (then the
     /// fetched payloads come in the order the tasks need them and nothing is kept).
     last_use: Option<HashMap<(usize, u64), usize>>,
@@ -250,8 +255,14 @@ impl Aligner {
         fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
     ) -> Result<Vec<Option<Buffer>>> {
         let mut out = vec![None; self.table.values.len()];
-        for &k in &self.columns {
-            let key = (k, task.chunk_of(k));
+        let columns = self.columns.clone();
+        for &k in columns.iter() {
+            if task.spread_of(k).is_some() {
+                out[k] = Some(self.assembled(i, k, task, fetched).await?);
+                continue;
+            }
+            let mut key = (k, task.linear);
+            task.for_each_chunk(k, |linear, _| key.1 = linear);
             let Some(last_use) = &self.last_use else {
                 let (read, tile) = self.next_tile(fetched, key).await?;
                 if read != key {
@@ -274,6 +285,39 @@ impl Aligner {
             }
         }
         Ok(out)
+    }
+
+    /// The tile of value column `k` for task `i`, whose cells of it lie in several of its
+    /// chunks: each read (and decoded) up to those needed, their cells copied into one
+    /// tile of the task's geometry ([`assemble`]), and dropped where this is their last
+    /// task.
+    async fn assembled(
+        &mut self,
+        i: usize,
+        k: usize,
+        task: &ChunkTask,
+        fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
+    ) -> Result<Buffer> {
+        let mut chunks: Vec<u64> = Vec::new();
+        task.for_each_chunk(k, |linear, _| chunks.push(linear));
+        for &linear in &chunks {
+            while !self.tiles.contains_key(&(k, linear)) {
+                let (read, tile) = self.next_tile(fetched, (k, linear)).await?;
+                self.tiles.insert(read, tile);
+            }
+        }
+        let tile = {
+            let _timer = Stopwatch::start(&self.metrics.decode);
+            assemble(&self.table, k, task, |linear| self.tiles.get(&(k, linear)))?
+        };
+        if let Some(last_use) = &self.last_use {
+            for linear in chunks {
+                if last_use.get(&(k, linear)) == Some(&i) {
+                    self.tiles.remove(&(k, linear));
+                }
+            }
+        }
+        Ok(tile)
     }
 
     /// The next fetched payload, decoded: its read (column, chunk id) and tile. `wanted`

@@ -7,9 +7,10 @@
 //! ([`super::zone_filter`]).
 
 use super::axis_filter::{self, FilterKind};
+use super::common_grid::{aligned_tasks, grid_count};
 use super::selection::AxisSelection;
 use super::table::TableModel;
-use super::tasks::{ChunkTask, aligned_tasks, grid_count};
+use super::tasks::ChunkTask;
 use super::zone_filter::ZonePruning;
 use crate::format::Codec;
 use datafusion::catalog::Session;
@@ -39,7 +40,7 @@ pub struct AccessPlan {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PruningCounts {
     /// Chunks in the dataset (tasks of the common grid, for a table of datasets whose
-    /// chunk grids differ).
+    /// chunk grids differ: see [`super::aligned_tasks`]).
     pub chunks_total: u64,
     /// Chunks that no axis selection touches.
     pub pruned_by_axes: u64,
@@ -91,17 +92,31 @@ impl AccessPlan {
         // Tiles a read would hold in memory (decoded zstd chunks; any chunk fetched from an
         // object store) are checked against the limit here, once, before any is read:
         // their size is only the file's claim.
+        // A task spread over several chunks of a dataset holds, besides them, the tile
+        // assembled from them: the task's own tile's cells in that dataset's type.
         for t in &tasks {
             for (k, v) in table.values.iter().enumerate() {
                 let (file, vds) = (&v.source.file, v.dataset());
-                let linear = t.chunk_of(k);
-                let (_, e) = file.chunk(vds, linear);
-                let held = match (v.source.is_remote(), e.codec) {
-                    (true, _) => e.raw_byte_len.max(e.stored_byte_len),
-                    (false, Codec::Raw) => 0,
-                    (false, _) => e.raw_byte_len,
-                };
-                table.limits.check_tile(&v.source.location, vds.name(), linear, held)?;
+                let mut checked = Ok(());
+                t.for_each_chunk(k, |linear, _| {
+                    let (_, e) = file.chunk(vds, linear);
+                    let held = match (v.source.is_remote(), e.codec) {
+                        (true, _) => e.raw_byte_len.max(e.stored_byte_len),
+                        (false, Codec::Raw) => 0,
+                        (false, _) => e.raw_byte_len,
+                    };
+                    if checked.is_ok() {
+                        checked = table.limits.check_tile(&v.source.location, vds.name(), linear, held);
+                    }
+                });
+                checked?;
+                if t.spread_of(k).is_some() {
+                    let cells = t.tile_extent.iter().fold(1u64, |a, &e| a.saturating_mul(e));
+                    let bytes = cells.saturating_mul(vds.dtype().size() as u64);
+                    table
+                        .limits
+                        .check_assembled(&v.source.location, vds.name(), t.linear, bytes)?;
+                }
             }
         }
         let chunks_total = grid_count(&records);
@@ -203,7 +218,22 @@ fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
     read.iter()
         .filter_map(|&k| Some((k, table.values.get(k)?)))
         .map(|(k, v)| {
-            let stored = v.source.file.chunk(v.dataset(), t.chunk_of(k)).1.stored_byte_len;
+            let (file, vds) = (&v.source.file, v.dataset());
+            if t.spread_of(k).is_some() {
+                // Spread over several chunks: their stored bytes per cell, for the task's
+                // cells.
+                let (mut stored, mut cells) = (0u128, 0u128);
+                t.for_each_chunk(k, |linear, coords| {
+                    stored += file.chunk(vds, linear).1.stored_byte_len as u128;
+                    let r = &vds.record;
+                    cells += (0..coords.len())
+                        .map(|d| r.chunk_shape[d].min(r.shape[d].saturating_sub(coords[d] * r.chunk_shape[d])) as u128)
+                        .product::<u128>();
+                });
+                return (stored * t.cells as u128 / cells.max(1)) as u64;
+            }
+            let mut stored = 0;
+            t.for_each_chunk(k, |linear, _| stored = file.chunk(vds, linear).1.stored_byte_len);
             let tile: u64 = t.tile_extent_of(k).iter().product();
             // A task covering its whole tile (no axis filter cuts into its chunk) weighs
             // the tile's stored bytes; a part of a tile weighs its share of them.
@@ -241,20 +271,21 @@ fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> 
     for (i, t) in tasks.iter().enumerate() {
         for &k in read {
             let Some(v) = table.values.get(k) else { continue };
-            let linear = t.chunk_of(k);
-            if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
-                continue;
-            }
-            match first_user.entry((k, linear)) {
-                Entry::Occupied(e) => {
-                    let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
-                    parent[a.max(b)] = a.min(b);
-                    shared = true;
+            t.for_each_chunk(k, |linear, _| {
+                if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
+                    return;
                 }
-                Entry::Vacant(e) => {
-                    e.insert(i);
+                match first_user.entry((k, linear)) {
+                    Entry::Occupied(e) => {
+                        let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
+                        parent[a.max(b)] = a.min(b);
+                        shared = true;
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(i);
+                    }
                 }
-            }
+            });
         }
     }
     if !shared {
@@ -428,7 +459,11 @@ mod tests {
                 p.iter()
                     .flat_map(|id| {
                         let t = access.tasks.iter().find(|t| t.id == *id).unwrap();
-                        [(0, t.chunk_of(0)), (1, t.chunk_of(1))]
+                        let mut chunks = Vec::new();
+                        for k in 0..2 {
+                            t.for_each_chunk(k, |linear, _| chunks.push((k, linear)));
+                        }
+                        chunks
                     })
                     .collect()
             })

@@ -67,6 +67,18 @@ impl Limits {
         within(location, what, bytes, self.max_tile_bytes, "tet.max_tile_bytes")
     }
 
+    /// Check the tile assembled of dataset `dataset` for a task (in the first dataset's
+    /// chunk `chunk`) whose cells lie in several of its chunks against
+    /// [`Limits::max_tile_bytes`]: it is held in memory like a decoded tile.
+    pub fn check_assembled(&self, location: &str, dataset: &str, chunk: u64, bytes: u64) -> Result<()> {
+        let what = || {
+            format!(
+                "dataset {dataset:?}: the tile assembled from its chunks for chunk {chunk} of the table's first dataset, in bytes"
+            )
+        };
+        within(location, what, bytes, self.max_tile_bytes, "tet.max_tile_bytes")
+    }
+
     /// Check the cell count of dataset `dataset` against [`Limits::max_dataset_cells`].
     pub fn check_cells(&self, location: &str, dataset: &str, shape: &[u64], cells: u64) -> Result<()> {
         let what = || format!("dataset {dataset:?}: the cell count of shape {shape:?}");

@@ -80,6 +80,17 @@ impl AxisSelection {
         Some((self.ranges.first()?.0, self.ranges.last()?.1 - 1))
     }
 
+    /// The selected ranges clipped to `lo..hi`, found by binary search (ranges are sorted
+    /// and disjoint), so that one stretch costs no walk of the whole selection.
+    pub fn ranges_within(&self, lo: u64, hi: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let from = self.ranges.partition_point(|&(_, b)| b <= lo);
+        self.ranges[from..]
+            .iter()
+            .take_while(move |&&(a, _)| a < hi)
+            .map(move |&(a, b)| (a.max(lo), b.min(hi)))
+            .filter(|(a, b)| a < b)
+    }
+
     /// Positions selected by both.
     pub fn intersect(&self, other: &AxisSelection) -> AxisSelection {
         let (mut i, mut j) = (0, 0);
@@ -169,5 +180,11 @@ mod tests {
         assert_eq!(AxisSelection::none(7).complement(), AxisSelection::all(7));
         assert_eq!(AxisSelection::all(7).complement(), AxisSelection::none(7));
         assert_eq!(a.bounds(), Some((0, 19)));
+        // Ranges within a stretch: the intersection's.
+        for (lo, hi) in [(0, 20), (1, 6), (3, 5), (9, 12), (8, 13), (19, 20), (20, 20), (4, 2)] {
+            let got: Vec<(u64, u64)> = a.ranges_within(lo, hi).collect();
+            let stretch = AxisSelection::from_sorted_ranges(20, [(lo, hi.max(lo))]);
+            assert_eq!(got, a.intersect(&stretch).ranges(), "{lo}..{hi}");
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! Chunk tasks: which chunks a selection touches, and the sub-box to emit from each.
 //!
-//! A table of several datasets ([`aligned_tasks`]) reads them on their common grid: where
-//! their chunk grids agree, one task per chunk; where they differ, one task per cell of
-//! the grid cut at every dataset's chunk boundaries, so that each task lies inside one
-//! chunk of every dataset ([`TilePart`]).
+//! A table of several datasets reads them on their common grid ([`super::common_grid`]):
+//! where their chunk grids agree, one task per chunk; where they differ, tasks cut so
+//! that each lies inside one chunk of the first dataset and where the others' cells lie
+//! ([`TilePart`]: one tile of each, or several assembled into one, [`Spread`]).
 
+use super::common_grid::aligned_tasks;
 use super::selection::AxisSelection;
 use crate::format::DatasetRecord;
 use crate::format::hyperslab::{Runs, odometer_next};
@@ -35,24 +36,93 @@ pub struct ChunkTask {
 /// Where a task's cells lie in the tile of another dataset of its table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TilePart {
-    /// Row-major chunk id in that dataset.
+    /// Row-major chunk id in that dataset (of the first chunk it holds of the task when
+    /// the task spans several: see `spread`).
     pub linear: u64,
-    /// Chunk grid coordinates in that dataset.
+    /// Chunk grid coordinates in that dataset (of that first chunk).
     pub coords: Vec<u64>,
-    /// Per axis, that tile's (clipped) extent.
+    /// Per axis, that tile's (clipped) extent; the task's own tile's when `spread`.
     pub tile_extent: Vec<u64>,
     /// Per axis, what a position local to the task's own tile adds to be local to this
-    /// one (the difference of the two tiles' starts).
+    /// one (the difference of the two tiles' starts; zero when `spread`).
     pub shift: Vec<i64>,
+    /// `Some` when the task's cells lie in several chunks of that dataset (its chunks
+    /// are finer than the first dataset's along some axis): the payload then assembles
+    /// them into one tile laid out as the task's own (see [`Spread`]).
+    pub spread: Option<Spread>,
+}
+
+/// The chunks of another dataset a task spans, where that dataset's grid is finer than the
+/// first's along some axis: its cells of the task are copied into a tile of the task's
+/// own geometry (the first dataset's chunk), so that the task reads like one on a shared
+/// grid. Cutting the task there instead would multiply tasks: two datasets chunked one by
+/// rows, the other by columns, cut each other into single cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spread {
+    /// Per axis, the global start of the task's own tile (the assembled tile's origin).
+    pub origin: Vec<u64>,
+    /// That dataset's chunk shape.
+    pub chunk_shape: Vec<u64>,
+    /// That dataset's chunk grid (chunks per axis).
+    pub grid: Vec<u64>,
 }
 
 impl ChunkTask {
-    /// The chunk id of value column `k`'s dataset that holds this task's cells.
-    pub fn chunk_of(&self, k: usize) -> u64 {
-        match k.checked_sub(1) {
-            None => self.linear,
-            Some(i) => self.parts[i].linear,
+    /// Call `f` with each chunk id of value column `k`'s dataset that holds selected cells
+    /// of this task (one, unless the part of `k` is [`Spread`]), with its grid
+    /// coordinates, in row-major order.
+    pub fn for_each_chunk(&self, k: usize, mut f: impl FnMut(u64, &[u64])) {
+        let part = k.checked_sub(1).and_then(|i| self.parts.get(i));
+        let Some(p) = part else {
+            f(self.linear, &self.coords);
+            return;
+        };
+        let Some(s) = &p.spread else {
+            f(p.linear, &p.coords);
+            return;
+        };
+        // Per axis, the chunk coordinates the selected positions touch, ascending.
+        let touched: Vec<Vec<u64>> = self
+            .local
+            .iter()
+            .enumerate()
+            .map(|(d, ranges)| {
+                let (o, c) = (s.origin[d], s.chunk_shape[d].max(1));
+                let mut out: Vec<u64> = Vec::new();
+                for &(a, b) in ranges.iter().filter(|(a, b)| a < b) {
+                    let (lo, hi) = ((o + a) / c, (o + b - 1) / c);
+                    let from = match out.last() {
+                        Some(&l) if l >= lo => l + 1,
+                        _ => lo,
+                    };
+                    out.extend(from..=hi);
+                }
+                out
+            })
+            .collect();
+        if touched.iter().any(Vec::is_empty) {
+            return;
         }
+        let extents: Vec<usize> = touched.iter().map(Vec::len).collect();
+        let mut idx = vec![0usize; touched.len()];
+        let mut coords: Vec<u64> = touched.iter().map(|t| t[0]).collect();
+        loop {
+            let linear = coords.iter().zip(&s.grid).fold(0u64, |acc, (&c, &g)| acc * g + c);
+            f(linear, &coords);
+            if !odometer_next(&mut idx, &extents) {
+                return;
+            }
+            for (d, c) in coords.iter_mut().enumerate() {
+                *c = touched[d][idx[d]];
+            }
+        }
+    }
+
+    /// The part of value column `k`'s dataset when this task spans several of its chunks.
+    pub fn spread_of(&self, k: usize) -> Option<&Spread> {
+        k.checked_sub(1)
+            .and_then(|i| self.parts.get(i))
+            .and_then(|p| p.spread.as_ref())
     }
 
     /// The (clipped) extent of the tile of value column `k`'s dataset that holds this
@@ -65,9 +135,12 @@ impl ChunkTask {
     }
 
     /// This task as seen from value column `k`'s dataset: its chunk, and the same cells
-    /// as positions local to that chunk's tile, in the same order.
+    /// as positions local to that chunk's tile, in the same order. Where the task spans
+    /// several chunks of it ([`Spread`]), the tile is the one the payload assembles, of
+    /// the task's own geometry: the task itself.
     pub fn part(&self, k: usize) -> ChunkTask {
-        let Some(p) = k.checked_sub(1).and_then(|i| self.parts.get(i)) else {
+        let p = k.checked_sub(1).and_then(|i| self.parts.get(i));
+        let Some(p) = p.filter(|p| p.spread.is_none()) else {
             return ChunkTask {
                 parts: vec![],
                 ..self.clone()
@@ -306,162 +379,6 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
     aligned_tasks(&[rec], sel)
 }
 
-/// A stretch of one axis inside one chunk of every dataset: the chunk index in each, and
-/// the selected global ranges.
-type Piece = (Vec<u64>, Vec<(u64, u64)>);
-
-/// The selection of axis `d` cut at every chunk boundary of any of `recs`: pieces in the
-/// same chunk of every dataset merged, in order.
-fn pieces(recs: &[&DatasetRecord], sel: &AxisSelection, d: usize) -> Vec<Piece> {
-    let extent = recs[0].shape[d];
-    let mut out: Vec<Piece> = Vec::new();
-    for &(lo, hi) in sel.ranges() {
-        let mut p = lo;
-        while p < hi {
-            let keys: Vec<u64> = recs.iter().map(|r| p / r.chunk_shape[d]).collect();
-            // (k + 1) · chunk may pass 2^64 on the last chunk of a long axis.
-            let end = recs
-                .iter()
-                .zip(&keys)
-                .map(|(r, k)| (k * r.chunk_shape[d]).saturating_add(r.chunk_shape[d]))
-                .fold(hi.min(extent), u64::min);
-            match out.last_mut() {
-                Some((last, ranges)) if *last == keys => ranges.push((p, end)),
-                _ => out.push((keys, vec![(p, end)])),
-            }
-            p = end;
-        }
-    }
-    out
-}
-
-/// The tasks of a table of the datasets `recs` (one or more, of one shape) under `sel`:
-/// one task per chunk when every dataset has the first's chunk shape (task id = chunk
-/// id), else one per cell of the grid cut at every dataset's chunk boundaries that the
-/// selection touches (task id = row-major index of the cell's first position), in
-/// row-major order. Each task holds the first dataset's chunk and, in `parts`, the
-/// others'.
-pub fn aligned_tasks(recs: &[&DatasetRecord], sel: &[AxisSelection]) -> Vec<ChunkTask> {
-    let Some(first) = recs.first() else {
-        return vec![];
-    };
-    let n = first.ndim();
-    let same_grid = recs.iter().all(|r| r.chunk_shape == first.chunk_shape);
-    let axes: Vec<Vec<Piece>> = (0..n).map(|d| pieces(recs, &sel[d], d)).collect();
-    if axes.iter().any(|a| a.is_empty()) {
-        return vec![];
-    }
-    let extents: Vec<usize> = axes.iter().map(Vec::len).collect();
-    let mut out = Vec::new();
-    let mut idx = vec![0usize; n];
-    loop {
-        let piece = |d: usize| &axes[d][idx[d]];
-        let coords_of = |i: usize| (0..n).map(|d| piece(d).0[i]).collect::<Vec<u64>>();
-        let coords = coords_of(0);
-        let (start, tile_extent) = first.tile_box(&coords);
-        let local: Vec<Vec<(u64, u64)>> = (0..n)
-            .map(|d| piece(d).1.iter().map(|&(a, b)| (a - start[d], b - start[d])).collect())
-            .collect();
-        let cells = local.iter().map(|r| range_count(r)).product();
-        let parts = recs[1..]
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let c = coords_of(i + 1);
-                let (s, e) = r.tile_box(&c);
-                TilePart {
-                    linear: r.linear_chunk_id(&c),
-                    shift: start
-                        .iter()
-                        .zip(&s)
-                        .map(|(&a, &b)| (a as i128 - b as i128) as i64)
-                        .collect(),
-                    coords: c,
-                    tile_extent: e,
-                }
-            })
-            .collect();
-        let linear = first.linear_chunk_id(&coords);
-        // Where the grids differ: the cell's origin, the latest chunk start of any
-        // dataset, per axis.
-        let id = match same_grid {
-            true => linear,
-            false => (0..n).fold(0u64, |acc, d| {
-                let origin = recs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| piece(d).0[i] * r.chunk_shape[d])
-                    .max();
-                acc.wrapping_mul(first.shape[d]).wrapping_add(origin.unwrap_or(0))
-            }),
-        };
-        out.push(ChunkTask {
-            id,
-            linear,
-            coords,
-            local,
-            tile_extent,
-            cells,
-            parts,
-        });
-        if !odometer_next(&mut idx, &extents) {
-            return out;
-        }
-    }
-}
-
-/// Tasks in the common grid of `recs` over every cell: chunks of the first when every
-/// dataset has its chunk shape, else the product over axes of the pieces between
-/// boundaries of any grid.
-pub fn grid_count(recs: &[&DatasetRecord]) -> u64 {
-    let Some(first) = recs.first() else {
-        return 0;
-    };
-    if recs.iter().all(|r| r.chunk_shape == first.chunk_shape) {
-        return first.chunk_count;
-    }
-    (0..first.ndim())
-        .map(|d| {
-            let mut bounds: Vec<u64> = recs
-                .iter()
-                .flat_map(|r| (1..r.grid[d]).map(move |k| k * r.chunk_shape[d]))
-                .collect();
-            bounds.sort_unstable();
-            bounds.dedup();
-            bounds.len() as u64 + 1
-        })
-        .fold(1, u64::saturating_mul)
-}
-
-/// Tasks of [`aligned_tasks`] rebuilt from their ids (e.g. of a serialized plan): for
-/// each id, the task made for it under `sel`, in the order given. An id the selection
-/// does not touch, or one listed twice, is an error.
-pub fn tasks_by_id(
-    recs: &[&DatasetRecord],
-    sel: &[AxisSelection],
-    ids: &[Vec<u64>],
-) -> Result<Vec<Vec<ChunkTask>>, String> {
-    let Some(first) = recs.first() else {
-        return Err("a table without datasets".into());
-    };
-    if sel.len() != first.ndim() {
-        return Err(format!("{} axis selections for {} axes", sel.len(), first.ndim()));
-    }
-    let mut by_id: std::collections::HashMap<u64, ChunkTask> =
-        aligned_tasks(recs, sel).into_iter().map(|t| (t.id, t)).collect();
-    ids.iter()
-        .map(|part| {
-            part.iter()
-                .map(|id| {
-                    by_id
-                        .remove(id)
-                        .ok_or_else(|| format!("chunk {id} is not selected or is listed twice"))
-                })
-                .collect()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,102 +507,5 @@ mod tests {
                 assert_eq!(slabs, vec![task.clone()]);
             }
         }
-    }
-
-    /// Global coordinates of the cells of `t` (a task of a dataset with `chunk_shape`), in
-    /// the task's order.
-    fn global_cells(t: &ChunkTask, chunk_shape: &[u64]) -> Vec<Vec<u64>> {
-        let start = t.tile_start(chunk_shape);
-        cells_of(t)
-            .into_iter()
-            .map(|c| c.iter().zip(&start).map(|(a, b)| a + b).collect())
-            .collect()
-    }
-
-    #[test]
-    fn aligned_tasks_hold_every_selected_cell_once_in_each_dataset() {
-        let shapes = [vec![3u64, 4, 2], vec![4, 3, 2], vec![5, 7, 1], vec![3, 4, 2]];
-        let recs: Vec<DatasetRecord> = shapes
-            .iter()
-            .map(|c| DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7, 3], c.clone()).unwrap())
-            .collect();
-        let sel = vec![
-            AxisSelection::from_sorted_ranges(10, [(0, 2), (3, 9)]),
-            AxisSelection::from_sorted_ranges(7, [(1, 7)]),
-            AxisSelection::all(3),
-        ];
-        for take in [&[0usize, 1, 2][..], &[0, 3], &[2, 0], &[1]] {
-            let rs: Vec<&DatasetRecord> = take.iter().map(|&i| &recs[i]).collect();
-            let tasks = aligned_tasks(&rs, &sel);
-            let mut all: Vec<Vec<u64>> = Vec::new();
-            let mut ids = std::collections::HashSet::new();
-            for t in &tasks {
-                assert!(ids.insert(t.id), "{take:?}: id {} twice", t.id);
-                let cells = global_cells(t, &rs[0].chunk_shape);
-                assert_eq!(cells.len() as u64, t.cells);
-                // Every dataset's part holds the same cells, in order, inside its tile.
-                for (k, r) in rs.iter().enumerate() {
-                    let p = t.part(k);
-                    assert_eq!(p.linear, t.chunk_of(k));
-                    assert_eq!(p.coords, r.chunk_coords(p.linear));
-                    assert_eq!(p.tile_extent, r.tile_box(&p.coords).1);
-                    assert_eq!(t.tile_extent_of(k), p.tile_extent.as_slice());
-                    for (d, ranges) in p.local.iter().enumerate() {
-                        assert!(
-                            ranges.iter().all(|&(a, b)| a < b && b <= p.tile_extent[d]),
-                            "{take:?} {p:?}"
-                        );
-                    }
-                    assert_eq!(global_cells(&p, &r.chunk_shape), cells, "{take:?} part {k}");
-                }
-                all.extend(cells);
-            }
-            let mut want = Vec::new();
-            for i in sel[0].positions() {
-                for j in sel[1].positions() {
-                    for k in sel[2].positions() {
-                        want.push(vec![i, j, k]);
-                    }
-                }
-            }
-            all.sort();
-            assert_eq!(all, want, "{take:?}");
-            // Same grids: one task per chunk, ids the chunk ids, every part that chunk.
-            if rs.iter().all(|r| r.chunk_shape == rs[0].chunk_shape) {
-                let chunks: std::collections::HashSet<Vec<u64>> = tasks.iter().map(|t| t.coords.clone()).collect();
-                assert_eq!(chunks.len(), tasks.len());
-                for t in &tasks {
-                    assert_eq!(t.id, t.linear);
-                    assert!(
-                        t.parts
-                            .iter()
-                            .all(|p| p.coords == t.coords && p.shift.iter().all(|&x| x == 0))
-                    );
-                }
-            }
-            let ids: Vec<Vec<u64>> = vec![tasks.iter().rev().map(|t| t.id).collect()];
-            let mut back = tasks_by_id(&rs, &sel, &ids).unwrap().remove(0);
-            back.reverse();
-            assert_eq!(back, tasks);
-            assert!(grid_count(&rs) >= tasks.len() as u64);
-        }
-    }
-
-    #[test]
-    fn tasks_rebuilt_from_ids_equal_the_planned_ones() {
-        let rec = DatasetRecord::new("t", "a".into(), DType::F32, vec![10, 7], vec![3, 4]).unwrap();
-        let sel = vec![
-            AxisSelection::from_sorted_ranges(10, [(1, 2), (4, 8)]),
-            AxisSelection::from_sorted_ranges(7, [(3, 5)]),
-        ];
-        let tasks = chunk_tasks(&rec, &sel);
-        let mut planned = crate::plan::split_balanced(tasks.clone(), 3, |t| t.cells);
-        planned[0].reverse();
-        let ids: Vec<Vec<u64>> = planned.iter().map(|p| p.iter().map(|t| t.linear).collect()).collect();
-        assert_eq!(tasks_by_id(&[&rec], &sel, &ids).unwrap(), planned);
-        // A chunk the selection misses, a repeated chunk, a wrong rank.
-        assert!(tasks_by_id(&[&rec], &sel, &[vec![6]]).is_err());
-        assert!(tasks_by_id(&[&rec], &sel, &[vec![ids[0][0]], vec![ids[0][0]]]).is_err());
-        assert!(tasks_by_id(&[&rec], &sel[..1], &ids).is_err());
     }
 }

@@ -59,18 +59,38 @@ impl<'a> ZonePruning<'a> {
         let stored_min = min == packing.is_none_or(|p| p.scale >= 0.0);
         let trusted = |z: &&ZoneStat| z.null_count == 0 || !(dtype.is_float() || value.missing.is_empty());
         let values = self.tasks.iter().map(|t| {
-            let z = zones.get(t.chunk_of(k) as usize).and_then(|z| z.as_ref());
-            let v = z
-                .filter(trusted)
-                .and_then(|z| if stored_min { z.min } else { z.max })
-                .and_then(|s| match packing {
-                    Some(p) => Some(ScalarValue::Float64(Some(p.apply(s.as_f64())))),
-                    None => to_scalar(dtype, s),
+            // The bound over every chunk holding the task's cells (several when the task
+            // is spread over that dataset's chunks); unknown if any chunk's is.
+            let mut bound: Option<Option<Scalar>> = None;
+            t.for_each_chunk(k, |linear, _| {
+                let z = zones.get(linear as usize).and_then(|z| z.as_ref());
+                let s = z.filter(trusted).and_then(|z| if stored_min { z.min } else { z.max });
+                bound = Some(match (bound, s) {
+                    (None, s) => s,
+                    (Some(Some(a)), Some(b)) => widest(a, b, stored_min),
+                    _ => None,
                 });
+            });
+            let v = bound.flatten().and_then(|s| match packing {
+                Some(p) => Some(ScalarValue::Float64(Some(p.apply(s.as_f64())))),
+                None => to_scalar(dtype, s),
+            });
             v.unwrap_or(ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
         });
         ScalarValue::iter_to_array(values).ok()
     }
+}
+
+/// The smaller (`min`) or larger of two stored bounds of one dataset; `None` when they
+/// are not of one kind.
+fn widest(a: Scalar, b: Scalar, min: bool) -> Option<Scalar> {
+    let pick = |o: std::cmp::Ordering| if (o == std::cmp::Ordering::Less) == min { a } else { b };
+    Some(match (a, b) {
+        (Scalar::F64(x), Scalar::F64(y)) => pick(x.partial_cmp(&y)?),
+        (Scalar::I64(x), Scalar::I64(y)) => pick(x.cmp(&y)),
+        (Scalar::U64(x), Scalar::U64(y)) => pick(x.cmp(&y)),
+        _ => return None,
+    })
 }
 
 fn to_scalar(dtype: DType, s: Scalar) -> Option<ScalarValue> {

@@ -157,6 +157,49 @@ async fn codecs_round_trip_logical_and_physical_plans() {
     assert!(plan_text(&back).contains("TetAggregateExec"));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn crossed_grids_round_trip_as_task_ids() {
+    // `a` chunked by 3 rows, `b` (zstd) by 4 columns: every task spreads over chunks of
+    // `b`. A decoded plan makes each task it names from its id, and answers the same as
+    // the plan encoded and as DataFusion's own aggregate.
+    let dir = tempdir();
+    let path = dir.path().join("crossed.tet");
+    let (t, x) = (40u64, 30u64);
+    let a: Vec<u8> = (0..t * x).flat_map(|i| ((i % 17) as f32).to_le_bytes()).collect();
+    let b: Vec<u8> = (0..t * x).flat_map(|i| ((i % 5) as f32 - 2.0).to_le_bytes()).collect();
+    let mut w = TetWriter::new();
+    let spec =
+        |name, chunk: &[u64], data| DatasetSpec::new(name, DType::F32, &[t, x], chunk, data).dim_names(&["time", "x"]);
+    w.dataset(spec("a", &[3, x], &a)).unwrap();
+    w.dataset(spec("b", &[t, 4], &b).codecs(ChunkCodecs::Zstd(1))).unwrap();
+    w.write_path(&path).unwrap();
+    let from = format!("tet('{}', 'a', 'b')", path.display());
+    let pcodec = TetPhysicalExtensionCodec::default();
+    let (values, states, oracle) = (
+        ctx(),
+        ctx_with(&["tet.merge_in_scan = false"]).await,
+        no_pushdown().await,
+    );
+    let queries = [
+        "SELECT * FROM {f} WHERE time BETWEEN 5 AND 31",
+        "SELECT sum(a * b), count(*) FILTER (WHERE b > 0) FROM {f}",
+        "SELECT x, avg(a - b), max(b) FROM {f} WHERE x <> 7 AND a > 2 GROUP BY x",
+    ];
+    for (ctx, sql) in queries.iter().flat_map(|sql| [(&values, sql), (&states, sql)]) {
+        let (sql, task) = (q(sql, &from), ctx.task_ctx());
+        let df = ctx.sql(&sql).await.unwrap();
+        let want = rows_of(&df.clone().collect().await.unwrap());
+        assert_same(want.clone(), rows(&oracle, &sql).await, &sql);
+        let physical = df.create_physical_plan().await.unwrap();
+        let bytes = physical_plan_to_bytes_with_extension_codec(physical.clone(), &pcodec).unwrap();
+        assert!(contains(&bytes, &tag()), "our node in the physical plan of {sql}");
+        let back = physical_plan_from_bytes_with_extension_codec(&bytes, &task, &pcodec).unwrap();
+        assert_eq!(plan_text(&back), plan_text(&physical), "{sql}");
+        let got = rows_of(&datafusion::physical_plan::collect(back, task).await.unwrap());
+        assert_same(got, want, &sql);
+    }
+}
+
 async fn physical(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
     ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap()
 }
