@@ -57,9 +57,8 @@ impl TetFile {
             .ok_or_else(|| FormatError::invalid("read", "box", format!("exceeds the {max_bytes}-byte limit")))?;
         // Allocated fallibly: a few bytes of zstd can claim the whole `max_bytes`.
         let mut out = Vec::new();
-        out.try_reserve_exact(bytes as usize).map_err(|e| {
-            FormatError::invalid("read", "box", format!("{bytes} bytes cannot be allocated: {e}"))
-        })?;
+        out.try_reserve_exact(bytes as usize)
+            .map_err(|e| FormatError::invalid("read", "box", format!("{bytes} bytes cannot be allocated: {e}")))?;
         out.resize(bytes as usize, 0u8);
         if bytes == 0 {
             return Ok(out);

@@ -163,11 +163,7 @@ fn refuse_special(meta: &std::fs::Metadata) -> Result<(), FormatError> {
     if t.is_file() {
         return Ok(());
     }
-    let what = if t.is_dir() {
-        "a directory"
-    } else {
-        special_kind(&t)
-    };
+    let what = if t.is_dir() { "a directory" } else { special_kind(&t) };
     Err(FormatError::invalid(
         "location",
         "file type",

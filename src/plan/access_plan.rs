@@ -364,7 +364,12 @@ mod tests {
             .unwrap();
         let path = std::env::temp_dir().join(format!("tet-partitions-{}.tet", std::process::id()));
         w.write_path(&path).unwrap();
-        let table = TableModel::from_source(TetSource::open(path.to_str().unwrap()).unwrap(), None, crate::plan::Limits::default()).unwrap();
+        let table = TableModel::from_source(
+            TetSource::open(path.to_str().unwrap()).unwrap(),
+            None,
+            crate::plan::Limits::default(),
+        )
+        .unwrap();
         std::fs::remove_file(&path).unwrap();
         let access = plan_over(
             &table,
@@ -386,7 +391,12 @@ mod tests {
             .unwrap();
         let path = std::env::temp_dir().join(format!("tet-outer-{}.tet", std::process::id()));
         w.write_path(&path).unwrap();
-        let table = TableModel::from_source(TetSource::open(path.to_str().unwrap()).unwrap(), None, crate::plan::Limits::default()).unwrap();
+        let table = TableModel::from_source(
+            TetSource::open(path.to_str().unwrap()).unwrap(),
+            None,
+            crate::plan::Limits::default(),
+        )
+        .unwrap();
         std::fs::remove_file(&path).unwrap();
         let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
         // Positions 1..11 of axis 1 (chunks 0..4 of it, the first and last in part).
@@ -441,8 +451,12 @@ mod tests {
             .unwrap();
         let path = std::env::temp_dir().join(format!("tet-grids-{}-{ca:?}-{cb:?}-{zstd}.tet", std::process::id()));
         w.write_path(&path).unwrap();
-        let table = TableModel::from_datasets(TetSource::open(path.to_str().unwrap()).unwrap(), &["a", "b"], crate::plan::Limits::default())
-            .unwrap();
+        let table = TableModel::from_datasets(
+            TetSource::open(path.to_str().unwrap()).unwrap(),
+            &["a", "b"],
+            crate::plan::Limits::default(),
+        )
+        .unwrap();
         std::fs::remove_file(&path).unwrap();
         let access = plan_over(
             &table,

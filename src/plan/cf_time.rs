@@ -636,7 +636,12 @@ mod tests {
     #[test]
     fn long_fractions_large_offsets_and_bad_clock_fields_are_exact_or_errors() {
         // Digits past the nanosecond are truncated, however many there are.
-        for frac in ["5", "500000000", "5000000000000000000000000", "5000000009999999999999999999"] {
+        for frac in [
+            "5",
+            "500000000",
+            "5000000000000000000000000",
+            "5000000009999999999999999999",
+        ] {
             assert_eq!(
                 iso(&format!("seconds since 2000-01-01 00:00:00.{frac}"), None, 0.0),
                 "2000-01-01T00:00:00.500",

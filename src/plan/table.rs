@@ -120,7 +120,9 @@ impl TableModel {
         let file = source.file.clone();
         let most = limits.max_axis_positions;
         // Every chunk of the coordinate variables at once (coalesced), not one per parse.
-        source.prefetch(&coordinate_spans(&file, &file.datasets[ds], most)).await?;
+        source
+            .prefetch(&coordinate_spans(&file, &file.datasets[ds], most))
+            .await?;
         let axes = source.resolve(|r| axes_of(r, &file, &file.datasets[ds], most)).await?;
         Ok(Self::build(source, ds, axes)?.limited(limits))
     }

@@ -108,7 +108,11 @@ impl TetTableProvider {
     /// fetching, as one table (see [`TetTableProvider::open_datasets`]), within the
     /// default [`Limits`].
     pub fn from_datasets(source: Arc<TetSource>, names: &[&str]) -> Result<Self> {
-        Ok(Self::from_model(TableModel::from_datasets(source, names, Limits::default())?))
+        Ok(Self::from_model(TableModel::from_datasets(
+            source,
+            names,
+            Limits::default(),
+        )?))
     }
 
     /// Expose `dataset` of an already opened file, fetching what the axes need (an object
@@ -123,7 +127,11 @@ impl TetTableProvider {
     /// [`TetTableProvider::for_source`], which fetches coordinate variables as needed),
     /// within the default [`Limits`].
     pub fn from_source(source: Arc<TetSource>, dataset: Option<&str>) -> Result<Self> {
-        Ok(Self::from_model(TableModel::from_source(source, dataset, Limits::default())?))
+        Ok(Self::from_model(TableModel::from_source(
+            source,
+            dataset,
+            Limits::default(),
+        )?))
     }
 
     /// The table of a dataset model.

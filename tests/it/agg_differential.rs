@@ -466,7 +466,10 @@ async fn signed_zeros_order_as_datafusion_orders_floats() {
     let pos = 0.0f64.to_bits();
     for ds in ["f", "d", "p"] {
         let sql = format!("SELECT min(v), max(v) FROM tet('{p}', '{ds}')");
-        assert!(plan_text(&on, &sql).await.unwrap().contains("TetAggregateExec"), "{sql}");
+        assert!(
+            plan_text(&on, &sql).await.unwrap().contains("TetAggregateExec"),
+            "{sql}"
+        );
         let got = float_bits(&on, &sql).await;
         assert_eq!(got, float_bits(&off, &sql).await, "{sql}");
         assert_eq!(got, vec![vec![Some(neg), Some(pos)]], "{sql}");

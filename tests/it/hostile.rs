@@ -452,7 +452,10 @@ fn a_large_coordinate_variable_from_a_few_bytes_opens_within_the_limits() {
         "coords.tet",
         "",
         &[
-            ("SELECT count(*) AS n FROM tet('{f}', 'v') WHERE x = 0", r#"[{"n":33554432}]"#),
+            (
+                "SELECT count(*) AS n FROM tet('{f}', 'v') WHERE x = 0",
+                r#"[{"n":33554432}]"#,
+            ),
             ("SELECT v FROM tet('{f}', 'v') WHERE x >= 0 LIMIT 1", r#"[{"v":0}]"#),
         ],
     );

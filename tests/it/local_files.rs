@@ -16,8 +16,14 @@ fn write_cube(path: &Path) {
         .flatten()
         .collect();
     let mut w = TetWriter::new();
-    w.dataset(DatasetSpec::new("temp", DType::F32, &[32, 256, 256], &[4, 256, 256], &data))
-        .unwrap();
+    w.dataset(DatasetSpec::new(
+        "temp",
+        DType::F32,
+        &[32, 256, 256],
+        &[4, 256, 256],
+        &data,
+    ))
+    .unwrap();
     w.write_path(path).unwrap();
 }
 
@@ -117,7 +123,10 @@ fn fifos_devices_and_directories_are_refused_without_blocking() {
         let e = within_seconds(move || datafusion_tet::io::TetSource::open(&p).map(|_| ()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains(&path) && e.contains(what) && e.contains("not a regular file"), "{e}");
+        assert!(
+            e.contains(&path) && e.contains(what) && e.contains("not a regular file"),
+            "{e}"
+        );
         let p = path.clone();
         let e = within_seconds(move || {
             tokio::runtime::Runtime::new().unwrap().block_on(async move {

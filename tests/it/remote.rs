@@ -887,7 +887,10 @@ fn a_server_that_sends_more_than_asked_is_cut_off_at_the_bound() {
     let server = faulty_http::serve(scaled(10_000, 1.0));
     server.claimed_len.store(6 << 30, Ordering::SeqCst);
     let origin = server.url.trim_end_matches("/file.tet").to_string();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let ctx = ctx();
     register(&ctx, &origin, http(&origin));
     let state = ctx.state();
