@@ -240,7 +240,7 @@ impl Aligner {
     /// `Ok` while the bytes of every file read are the file's; `at_end` also looks at each
     /// local file's path (one `stat` per file and partition).
     fn check_intact(&self, at_end: bool) -> Result<()> {
-        for &k in &self.columns {
+        for &k in self.columns.iter() {
             self.table.values[k].source.check_intact(at_end)?;
         }
         Ok(())
