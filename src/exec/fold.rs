@@ -526,13 +526,16 @@ impl Accumulators {
 /// NaNs are flagged apart (`Accumulators::nan`).
 #[inline(always)]
 pub fn fmin(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.before(a) { b } else { a }
+    // Bitwise `|`/`&`, not `||`/`&&`: a select without branches, which vectorizes.
+    let take = a.is_nan() | (b < a) | ((b == a) & b.is_sign_negative());
+    if take { b } else { a }
 }
 
 /// The larger of `a` and `b` as [`fmin`] orders them (+0.0 after -0.0), NaN skipped.
 #[inline(always)]
 pub fn fmax(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.after(a) { b } else { a }
+    let take = a.is_nan() | (b > a) | ((b == a) & b.is_sign_positive());
+    if take { b } else { a }
 }
 
 /// A payload element type.
@@ -934,8 +937,10 @@ fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, const NAN: boo
                         s.is[i] = s.is[i].wrapping_add(if k { x.bits() } else { 0 });
                     }
                     if MM {
-                        s.mn[i] = if k && x.before(s.mn[i]) { x } else { s.mn[i] };
-                        s.mx[i] = if k && x.after(s.mx[i]) { x } else { s.mx[i] };
+                        // Plain comparisons keep this loop vectorized; zeros of the
+                        // other sign are looked for once per run (`signed_zeros`).
+                        s.mn[i] = if k && x < s.mn[i] { x } else { s.mn[i] };
+                        s.mx[i] = if k && x > s.mx[i] { x } else { s.mx[i] };
                     }
                     if NAN {
                         #[allow(clippy::eq_op)]
@@ -1144,8 +1149,30 @@ fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> 
                 out.max = s.mx[i];
             }
         }
+        if T::FLOAT {
+            signed_zeros(run, keep, &mut out);
+        }
     }
     out
+}
+
+/// DataFusion's order puts -0.0 below +0.0, which the lanes' `<` and `>` cannot see: a
+/// run whose minimum came out +0.0 may hold a -0.0 (and a maximum of -0.0, a +0.0). Only
+/// then is the run looked over again, for a kept zero of the other sign; a run whose
+/// extremes are not zero (nearly every run of most data) costs nothing more.
+#[inline(always)]
+fn signed_zeros<T: Elem>(run: &[T], keep: &Keep<T>, out: &mut RunStats<T>) {
+    let zero_of = |x: T, negative: bool| x.f() == 0.0 && x.f().is_sign_negative() == negative;
+    if zero_of(out.min, false)
+        && let Some(&z) = run.iter().find(|&&x| zero_of(x, true) && keep.test(x))
+    {
+        out.min = z;
+    }
+    if zero_of(out.max, true)
+        && let Some(&z) = run.iter().find(|&&x| zero_of(x, false) && keep.test(x))
+    {
+        out.max = z;
+    }
 }
 
 /// Sum of squared deviations from `mean` over the valid elements of `run`: the rule of
