@@ -267,7 +267,7 @@ async fn plans(tet: &str, reps: usize) -> datafusion::error::Result<()> {
 
 /// The fold kernel alone (see the module doc).
 async fn kernel(tet: &str, reps: usize) -> datafusion::error::Result<()> {
-    use datafusion_tet::exec::fold::{Accumulators, Keep, Needs, fold_run};
+    use datafusion_tet::exec::kernel::{Accumulators, Keep, Needs, fold_run};
     let file = std::fs::File::open(tet)?;
     // SAFETY: the benchmark's file is not modified while mapped.
     let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file)? });
@@ -559,8 +559,8 @@ fn chosen(var: &str, name: &str) -> bool {
 async fn run(tet: &str, parquet: Option<&str>, reps: usize) -> datafusion::error::Result<()> {
     println!(
         "{{\"kernels\":\"{}\",\"detected\":\"{}\"}}",
-        datafusion_tet::exec::simd::current().name(),
-        datafusion_tet::exec::simd::detected().name()
+        datafusion_tet::exec::kernel::simd::current().name(),
+        datafusion_tet::exec::kernel::simd::detected().name()
     );
     let file_bytes = std::fs::read(tet)?;
     let file = TetFile::open(file_bytes.as_slice()).map_err(to_df)?;

@@ -8,9 +8,9 @@
 //! also gets a byte per cell saying whether the cell holds a value.
 
 use super::cells::selected_bytes;
-use super::fold::{Elem, Missing};
+use super::kernel::simd::multiversion;
+use super::kernel::{Elem, Missing};
 use super::program::{BLOCK, Cells, Lane, convert};
-use super::simd::multiversion;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel};
 use crate::plan::{ColumnComparison, KeyRange, NanRule, ValueRanges, order_key32};
@@ -150,24 +150,31 @@ multiversion! {
     /// exact ([`KeyRange::float_bounds`]) and the sign decides the NaNs
     /// ([`FloatBounds::nan_by_sign`](crate::plan::FloatBounds::nan_by_sign)), which
     /// vectorize; else by keys.
-    fn in_range[T](x: &[T], r: KeyRange, valid: &mut [u8]) where [T: Elem] {
-        let b = r.float_bounds();
-        match (T::bounds(b.lo, b.hi), b.nan(), b.nan_by_sign()) {
-            (Some((lo, hi)), NanRule::None, ..) => valid
-                .iter_mut()
-                .zip(x)
-                .for_each(|(v, &e)| *v &= ((lo <= e) & (e <= hi)) as u8),
-            (Some((lo, hi)), _, Some((pos, neg))) => valid.iter_mut().zip(x).for_each(|(v, &e)| {
-                let f = e.f();
-                #[allow(clippy::eq_op)]
-                let nan_in = (f != f) & if f.is_sign_negative() { neg } else { pos };
-                *v &= (((lo <= e) & (e <= hi)) | nan_in) as u8
-            }),
-            _ => valid
-                .iter_mut()
-                .zip(x)
-                .for_each(|(v, &e)| *v &= r.contains(e.key()) as u8),
-        }
+    fn in_range[T](x: &[T], r: KeyRange, valid: &mut [u8]) where [T: Elem] = in_range_body;
+}
+
+/// The body of [`in_range`], compiled into each of its copies.
+#[inline(always)]
+fn in_range_body<T>(x: &[T], r: KeyRange, valid: &mut [u8])
+where
+    T: Elem,
+{
+    let b = r.float_bounds();
+    match (T::bounds(b.lo, b.hi), b.nan(), b.nan_by_sign()) {
+        (Some((lo, hi)), NanRule::None, ..) => valid
+            .iter_mut()
+            .zip(x)
+            .for_each(|(v, &e)| *v &= ((lo <= e) & (e <= hi)) as u8),
+        (Some((lo, hi)), _, Some((pos, neg))) => valid.iter_mut().zip(x).for_each(|(v, &e)| {
+            let f = e.f();
+            #[allow(clippy::eq_op)]
+            let nan_in = (f != f) & if f.is_sign_negative() { neg } else { pos };
+            *v &= (((lo <= e) & (e <= hi)) | nan_in) as u8
+        }),
+        _ => valid
+            .iter_mut()
+            .zip(x)
+            .for_each(|(v, &e)| *v &= r.contains(e.key()) as u8),
     }
 }
 
@@ -208,44 +215,66 @@ fn compare_columns(l: &Column, r: &Column, cmp: &ColumnComparison, pass: &mut [u
 
 multiversion! {
     /// `x` as f64.
-    fn floats_of[T](x: &[T], out: &mut [f64]) where [T: Elem] {
-        out.iter_mut().zip(x).for_each(|(f, &e)| *f = e.f());
-    }
+    fn floats_of[T](x: &[T], out: &mut [f64]) where [T: Elem] = floats_of_body;
+}
+
+/// The body of [`floats_of`], compiled into each of its copies.
+#[inline(always)]
+fn floats_of_body<T>(x: &[T], out: &mut [f64])
+where
+    T: Elem,
+{
+    out.iter_mut().zip(x).for_each(|(f, &e)| *f = e.f());
 }
 
 multiversion! {
     /// `pass[i] &= cmp` keeps `l[i]` and `r[i]` as floats, or one of them is NaN (left to
     /// [`compare_keys`]); returns whether one was.
-    fn compare_floats[](l: &[f64], r: &[f64], cmp: ColumnComparison, pass: &mut [u8]) -> bool where [] {
-        let mut nan = false;
-        for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
-            // NaN is the one value unequal to itself.
-            #[allow(clippy::eq_op)]
-            let either = (a != a) | (b != b);
-            nan |= either;
-            *p &= (cmp.keeps(a, b) | either) as u8;
-        }
-        nan
+    fn compare_floats[](l: &[f64], r: &[f64], cmp: ColumnComparison, pass: &mut [u8]) -> bool where [] = compare_floats_body;
+}
+
+/// The body of [`compare_floats`], compiled into each of its copies.
+#[inline(always)]
+fn compare_floats_body(l: &[f64], r: &[f64], cmp: ColumnComparison, pass: &mut [u8]) -> bool {
+    let mut nan = false;
+    for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
+        // NaN is the one value unequal to itself.
+        #[allow(clippy::eq_op)]
+        let either = (a != a) | (b != b);
+        nan |= either;
+        *p &= (cmp.keeps(a, b) | either) as u8;
     }
+    nan
 }
 
 multiversion! {
     /// The order keys of `x` ([`order_key32`] or [`order_key`](crate::plan::order_key)).
-    fn keys_of[T](x: &[T], f32_keys: bool, out: &mut [i64]) where [T: Elem] {
-        if f32_keys {
-            out.iter_mut().zip(x).for_each(|(k, &e)| *k = order_key32(e.f32()));
-        } else {
-            out.iter_mut().zip(x).for_each(|(k, &e)| *k = e.key());
-        }
+    fn keys_of[T](x: &[T], f32_keys: bool, out: &mut [i64]) where [T: Elem] = keys_of_body;
+}
+
+/// The body of [`keys_of`], compiled into each of its copies.
+#[inline(always)]
+fn keys_of_body<T>(x: &[T], f32_keys: bool, out: &mut [i64])
+where
+    T: Elem,
+{
+    if f32_keys {
+        out.iter_mut().zip(x).for_each(|(k, &e)| *k = order_key32(e.f32()));
+    } else {
+        out.iter_mut().zip(x).for_each(|(k, &e)| *k = e.key());
     }
 }
 
 multiversion! {
     /// `pass[i] &= cmp` keeps keys `l[i]` and `r[i]`.
-    fn compare_keys[](l: &[i64], r: &[i64], cmp: ColumnComparison, pass: &mut [u8]) where [] {
-        for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
-            *p &= cmp.keeps(a, b) as u8;
-        }
+    fn compare_keys[](l: &[i64], r: &[i64], cmp: ColumnComparison, pass: &mut [u8]) where [] = compare_keys_body;
+}
+
+/// The body of [`compare_keys`], compiled into each of its copies.
+#[inline(always)]
+fn compare_keys_body(l: &[i64], r: &[i64], cmp: ColumnComparison, pass: &mut [u8]) {
+    for ((p, &a), &b) in pass.iter_mut().zip(l).zip(r) {
+        *p &= cmp.keeps(a, b) as u8;
     }
 }
 

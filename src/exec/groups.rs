@@ -7,6 +7,7 @@
 //! the group count is the product of the distinct tuples per axis, and no cell is hashed.
 
 use super::expr::compile;
+use super::kernel::Rows;
 use crate::format::hyperslab::Runs;
 use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
@@ -267,43 +268,6 @@ pub struct Segment<'a> {
     /// following cells are the next positions when it is the innermost axis, else the
     /// same one); 0 without.
     pub pos: u64,
-}
-
-/// Whole rows of the innermost axis, end to end in the tile from `tile_offset`: row `i`
-/// (`row_len` cells) folds into group `base + ids[i] · stride`.
-#[derive(Debug, Clone, Copy)]
-pub struct Rows<'a> {
-    pub tile_offset: usize,
-    pub row_len: usize,
-    pub base: usize,
-    pub stride: usize,
-    pub ids: &'a [u32],
-}
-
-impl<'a> Rows<'a> {
-    /// The cells of all the rows.
-    pub fn len(&self) -> usize {
-        self.ids.len() * self.row_len
-    }
-
-    /// The group of each row, in order.
-    pub fn groups(&self) -> impl Iterator<Item = usize> + 'a {
-        let (base, stride) = (self.base, self.stride);
-        self.ids.iter().map(move |&id| base + id as usize * stride)
-    }
-
-    /// Call `f(g, row)` on each row's group and cells in `tile` (the tile walked), in
-    /// order; nothing for rows of no cells.
-    #[inline(always)]
-    pub fn each<T>(&self, tile: &[T], mut f: impl FnMut(usize, &[T])) {
-        if self.row_len == 0 {
-            return;
-        }
-        let cells = &tile[self.tile_offset..self.tile_offset + self.len()];
-        for (g, row) in self.groups().zip(cells.chunks_exact(self.row_len)) {
-            f(g, row);
-        }
-    }
 }
 
 /// What [`walk_rows`] visits: a segment, or a block of whole rows.

@@ -187,15 +187,14 @@ mod aligned;
 mod assemble;
 mod cells;
 mod expr;
-pub mod fold;
 mod groups;
+pub mod kernel;
 pub mod metrics;
 pub mod payload;
 mod program;
 pub(crate) use program::weighted_program;
 mod reservation;
 mod scan;
-pub mod simd;
 
 pub use aggregate::TetAggregateExec;
 pub use cells::{axis_positions, value_array};

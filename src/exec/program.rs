@@ -12,8 +12,8 @@
 //! A program reads its columns through [`Cells`]: a tile's stored values of one dataset,
 //! or the aligned cells of several ([`AlignedCells`](super::aligned::AlignedCells)).
 
-use super::fold::{Elem, zip_sum};
-use super::simd::multiversion;
+use super::kernel::simd::multiversion;
+use super::kernel::{Elem, zip_sum};
 use crate::format::{DType, Element, Packing};
 use crate::plan::{TableModel, WeightedExpr, weighted_expr};
 use arrow::datatypes::DataType;
@@ -445,23 +445,36 @@ multiversion! {
     /// than inlined into every kernel that evaluates a program: the kernels stay small
     /// (and quick to build), at the cost of one call per block.
     #[inline(never)]
-    fn run_steps[C](program: &Program, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool
-    where [C: Cells] {
-        program.run(cells, from, at, n, s)
-    }
+    fn run_steps[C](program: &Program, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool where [C: Cells] = run_steps_body;
+}
+
+/// The body of [`run_steps`], compiled into each of its copies.
+#[inline(always)]
+fn run_steps_body<C>(program: &Program, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool
+where
+    C: Cells,
+{
+    program.run(cells, from, at, n, s)
 }
 
 multiversion! {
     /// The f64 sum of `(x[i] op y[i]) * scale` ([`zip_sum`]), one loop per operation.
     #[inline(never)]
-    fn pair_sum[F](x: &[F], y: &[F], op: Arith, scale: F) -> f64 where [F: Lane + Elem] {
-        match op {
-            Arith::Add => zip_sum(x, y, |a, b| (a + b) * scale),
-            Arith::Sub => zip_sum(x, y, |a, b| (a - b) * scale),
-            Arith::Mul => zip_sum(x, y, |a, b| (a * b) * scale),
-            Arith::Div => zip_sum(x, y, |a, b| (a / b) * scale),
-            Arith::Rem => zip_sum(x, y, |a, b| (a % b) * scale),
-        }
+    fn pair_sum[F](x: &[F], y: &[F], op: Arith, scale: F) -> f64 where [F: Lane + Elem] = pair_sum_body;
+}
+
+/// The body of [`pair_sum`], compiled into each of its copies.
+#[inline(always)]
+fn pair_sum_body<F>(x: &[F], y: &[F], op: Arith, scale: F) -> f64
+where
+    F: Lane + Elem,
+{
+    match op {
+        Arith::Add => zip_sum(x, y, |a, b| (a + b) * scale),
+        Arith::Sub => zip_sum(x, y, |a, b| (a - b) * scale),
+        Arith::Mul => zip_sum(x, y, |a, b| (a * b) * scale),
+        Arith::Div => zip_sum(x, y, |a, b| (a / b) * scale),
+        Arith::Rem => zip_sum(x, y, |a, b| (a % b) * scale),
     }
 }
 

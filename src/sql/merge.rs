@@ -12,7 +12,7 @@
 //! Both finish by [`Moments::finish`] and [`CoMoment::finish`], as the fold does when it
 //! merges its partitions itself.
 
-use crate::exec::fold::{CoMoment, Moments};
+use crate::exec::kernel::{CoMoment, Moments};
 use crate::plan::AggFunc;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, UInt64Type};

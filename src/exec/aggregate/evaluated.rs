@@ -8,9 +8,9 @@
 //! of a whole task of a 1 GiB f32 tile are 2 GiB each, allocated infallibly). The fold
 //! reserves that working set in the memory pool once ([`slab_bytes`]).
 
-use super::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
-use crate::exec::fold::{Accumulators, CoMoment, Keep, fold_run, fold_value};
+use super::fold_plan::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
 use crate::exec::groups::{GroupIndex, Target, walk_segments};
+use crate::exec::kernel::{Accumulators, CoMoment, Keep, fold_run, fold_value};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::Buffer;

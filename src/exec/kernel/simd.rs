@@ -12,9 +12,8 @@
 //! it adds in the portable loop's order, so its lanes are bit-identical too.
 //!
 //! The AVX2 copy runs by default where the CPU has it, also on AVX-512 CPUs: on the
-//! benchmark's machines (AMD EPYCs and an Intel Xeon; docs/performance.md
-//! has the figures) the AVX-512 copies were no faster on the plain folds and slower on
-//! some, or faster in one run and slower in another, so they run only when asked for.
+//! benchmark's machines the AVX-512 copies were no faster on the plain folds and slower
+//! on some (docs/performance.md), so they run only when asked for.
 //! `TET_SIMD=avx512`, `avx2` or `portable` in the environment, read once per process,
 //! picks that copy (or the best below it that the CPU has), for comparisons and
 //! benchmarks.
@@ -98,18 +97,13 @@ pub fn force(isa: Isa) -> Isa {
 }
 
 /// How far ahead of the elements being folded the kernels ask for memory in a short run
-/// ([`prefetch_distance`]): `GROUP BY lat` folds one 2880-byte row per call, and 8 KiB ahead
-/// made it 12–23% slower than 2 KiB, paired with the floor (Dec 2026).
+/// ([`prefetch_distance`]): a short run (`GROUP BY lat` folds one 2880-byte row per call)
+/// is slowed by prefetches far past it.
 const PREFETCH_NEAR: usize = 2048;
 
-/// How far ahead they ask in a long run: 4 KiB. Over the benchmark's cube (whole tiles,
-/// 1 MiB runs) on an Intel Xeon, with the distance set per run of the same build and the
-/// settings alternating (Dec 6 2026, floor 18–19.5 ms): the kernel alone 1.08–1.10× the
-/// floor at 4 KiB, 1.11–1.17× at 8 KiB, 1.10–1.12× at 2 KiB (three rounds); the full mean
-/// through the Rust API 1.21–1.23× the paired floor at 4 KiB against 1.24–1.25× at 8 KiB,
-/// `GROUP BY time` 1.23–1.24× against 1.25–1.26× (three rounds). Hours before (the night
-/// of Dec 5 to 6, a slower spell), 8 KiB had beaten 2 KiB everywhere (4 KiB was not
-/// measured). The native floor's own loop is fastest at 8 KiB and keeps it.
+/// How far ahead they ask in a long run (whole tiles): far enough to cover the latency of
+/// memory, near enough that the lines arrive before they are evicted. Both distances were
+/// chosen by measurement against the native floor (docs/performance.md).
 const PREFETCH_FAR: usize = 4096;
 
 /// The least bytes of a long run: twice [`PREFETCH_FAR`], where most prefetches that far
@@ -188,18 +182,10 @@ macro_rules! f32_step {
 /// past it. Returns how many elements it added: a multiple of 16, 0 for a shorter run.
 ///
 /// Written in assembly because at memory speed this loop's shape sets its pace, and the
-/// compiler's shapes lose to it. Over the benchmark's cube (508 MiB, two threads, Intel
-/// Xeon, Dec 6 2026), one loop per thread, the C floor's loop called from Rust took
-/// 20.9–22.4 ms; the same loop in Rust intrinsics, which LLVM unrolls to 128 bytes per
-/// step with two prefetches, 23.9–25.6 ms; that loop kept at 64 bytes by a barrier, with
-/// its loads indexed, 23.7–23.9 ms; this loop, 21.9–22.0 ms (21.7–21.8 ms per chunk on
-/// tokio's workers, as the fold runs it). In C: 128 bytes per step with its two prefetches
-/// together or at the step's start 26–32 ms, with each after the first load of its 64
-/// bytes 22.1–22.4 ms, one prefetch per 128 bytes 33 ms, two per 64 bytes 23.2–23.5 ms,
-/// none 28 ms. One prefetch per 64-byte step, between the loads, is the shape.
-/// Shorter runs are left to the portable loop, which was faster on them: `GROUP BY lat`'s
-/// 2880-byte rows (one kernel call each, the same cube and day) took 22.6–23.2 ms in it and
-/// 24.1–24.3 ms in this loop (2 KiB ahead; 1 or 4 KiB were slower still).
+/// compiler's shapes (unrolled to 128 bytes per step, or with indexed loads) lost to it;
+/// one prefetch per 64-byte step, between the loads, measured fastest of the shapes tried
+/// (docs/performance.md). Shorter runs are left to the portable loop, which was faster on
+/// them.
 ///
 /// It names ymm0–ymm3 in its text and declares xmm0–xmm3 clobbered (their classes need
 /// no target feature): the compiler's registers alias (a clobber of xmm0 is one of ymm0
@@ -250,10 +236,6 @@ pub unsafe fn f32_lane_sums(x: &[f32], lanes: &mut [f64; 8]) -> usize {
 /// than the row's loop gained), prefetching [`PREFETCH_FAR`] bytes ahead, into the rows
 /// that follow: a block is one long stream. Returns false, doing nothing, unless `x`
 /// holds exactly `totals.len()` (at least one) such rows.
-///
-/// `GROUP BY lat` through the Rust API (Dec 6 2026, same machine, paired with the floor):
-/// 1.20–1.21× the floor with a Rust loop per row, 1.15–1.17× with this one at 4 KiB ahead,
-/// 1.21–1.24× at 2 KiB (the short runs' distance), 1.15–1.18× at 8 KiB, 1.16–1.17× at 16.
 ///
 /// # Safety
 /// The CPU must have AVX ([`current`] is [`Isa::Avx2`] or above).
@@ -308,62 +290,68 @@ pub unsafe fn f32_row_totals(x: &[f32], row_len: usize, totals: &mut [f64]) -> b
     true
 }
 
-/// Define a kernel compiled for each [`Isa`] of the target (portable and, on x86-64,
-/// AVX2 + FMA and AVX-512) that runs the copy [`current`] names. Generic parameters are
-/// listed in brackets and bounded in a bracketed `where` clause:
+/// Declare a kernel compiled for each [`Isa`] of the target (portable and, on x86-64,
+/// AVX2 + FMA and AVX-512) that runs the copy [`current`] names. The kernel's body is an
+/// ordinary `#[inline(always)]` function beside it (so that rustfmt formats it); the macro
+/// takes the kernel's signature, with generic parameters in brackets and their bounds in a
+/// bracketed `where` clause, and the body's name:
 ///
 /// ```ignore
 /// multiversion! {
-///     pub fn sum[T](x: &[T]) -> f64 where [T: Elem] { x.iter().map(|v| v.f()).sum() }
+///     /// The f64 sum of `x`.
+///     pub fn sum[T](x: &[T]) -> f64 where [T: Elem] = sum_body;
+/// }
+///
+/// #[inline(always)]
+/// fn sum_body<T: Elem>(x: &[T]) -> f64 {
+///     x.iter().map(|v| v.f()).sum()
 /// }
 /// ```
 ///
 /// A kernel whose AVX-512 copy measured slower than its AVX2 one starts with `up_to_avx2;`
 /// and runs its AVX2 copy on AVX-512 CPUs too.
 ///
-/// Only what is inlined into a copy is compiled for its features. The helpers and
-/// closures on a kernel's hot path must be `#[inline(always)]`: a closure the compiler
-/// chooses not to inline is compiled once, for the baseline, and each copy calls it (a
-/// block kernel whose closure was left to the compiler ran 15–30% slower so). `nm -C -S`
-/// on a binary shows such closures as `KERNEL::portable::{{closure}}`; today the only
-/// ones are the tests of a list of missing values (`Keep::test`), which search the list
-/// for each element whatever the copy.
+/// Only what is inlined into a copy is compiled for its features: the body and the
+/// helpers and closures on its hot path must be `#[inline(always)]`. A closure the
+/// compiler chooses not to inline is compiled once, for the baseline, and each copy calls
+/// it, slowly (docs/performance.md). `nm -C -S` on a binary shows such closures as
+/// `KERNEL_body::{{closure}}`; today the only ones are the tests of a list of missing
+/// values (`Keep::test`), which search the list for each element whatever the copy.
 macro_rules! multiversion {
     (up_to_avx2; $($kernel:tt)*) => {
-        $crate::exec::simd::multiversion!(@up_to Avx2; $($kernel)*);
+        $crate::exec::kernel::simd::multiversion!(@up_to Avx2; $($kernel)*);
     };
     (
         @up_to $top:ident;
         $(#[$meta:meta])*
         $vis:vis fn $name:ident [$($g:ident),*] ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?
-        where [$($bounds:tt)*] $body:block
+        where [$($bounds:tt)*] = $body:ident;
     ) => {
         $(#[$meta])*
         $vis fn $name<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-            #[inline(always)]
-            fn portable<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
                 fn avx2<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-                    portable::<$($g),*>($($arg),*)
+                    $body::<$($g),*>($($arg),*)
                 }
                 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
                 fn avx512<$($g),*>($($arg: $ty),*) $(-> $ret)? where $($bounds)* {
-                    portable::<$($g),*>($($arg),*)
+                    $body::<$($g),*>($($arg),*)
                 }
-                match $crate::exec::simd::current().min($crate::exec::simd::Isa::$top) {
+                use $crate::exec::kernel::simd::{Isa, current};
+                match current().min(Isa::$top) {
                     // SAFETY: `current` names a level only when the CPU has its features.
-                    $crate::exec::simd::Isa::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
-                    $crate::exec::simd::Isa::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
-                    $crate::exec::simd::Isa::Portable => {}
+                    Isa::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
+                    Isa::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
+                    Isa::Portable => {}
                 }
             }
-            portable::<$($g),*>($($arg),*)
+            $body::<$($g),*>($($arg),*)
         }
     };
     ($($kernel:tt)*) => {
-        $crate::exec::simd::multiversion!(@up_to Avx512; $($kernel)*);
+        $crate::exec::kernel::simd::multiversion!(@up_to Avx512; $($kernel)*);
     };
 }
 pub(crate) use multiversion;

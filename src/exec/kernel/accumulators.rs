@@ -1,0 +1,225 @@
+//! Dense per-group accumulators, and [`Needs`], the statistics a fold asks of them.
+
+use super::elem::{fmax, fmin};
+use super::moments::Moments;
+
+/// Which statistics the aggregates need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Float sum (sum of floats, avg).
+    pub fsum: bool,
+    /// Wrapping 64-bit integer sum (sum of integers).
+    pub isum: bool,
+    pub min_max: bool,
+    /// Count, mean and M2 (variance).
+    pub moments: bool,
+}
+
+impl Needs {
+    /// At most the float sum and counts (`sum`, `avg` of floats, `count`).
+    pub fn sum_at_most(self) -> bool {
+        !(self.isum || self.min_max || self.moments)
+    }
+
+    /// The float sum and counts, nothing else (`sum`, `avg` of floats).
+    pub fn sum_only(self) -> bool {
+        self.fsum && self.sum_at_most()
+    }
+
+    /// Whether a fold needing these statistics has to look at the values at all: not
+    /// when it only counts cells, nothing is missing and no value range applies (the count
+    /// is then the number of cells). The kernels skip the run; the walk does not count
+    /// such an input among those that read a tile.
+    pub fn reads_values(self, something_missing: bool, ranged: bool) -> bool {
+        self != Needs::default() || something_missing || ranged
+    }
+}
+
+/// Dense accumulators, one slot per group. Vectors a query does not need stay empty.
+#[derive(Debug, Clone, Default)]
+pub struct Accumulators {
+    pub needs: Needs,
+    /// All cells, NULL or not (`count(*)`).
+    pub cells: Vec<u64>,
+    /// Non-NULL cells (`count(v)`).
+    pub n: Vec<u64>,
+    pub fsum: Vec<f64>,
+    /// Wrapping sum; unsigned sums are the same bits read as u64.
+    pub isum: Vec<i64>,
+    /// Min/max of the non-NaN float inputs; NaN until a group sees one (see `nan`).
+    pub fmin: Vec<f64>,
+    pub fmax: Vec<f64>,
+    /// Min/max of integer inputs.
+    pub imin: Vec<i128>,
+    pub imax: Vec<i128>,
+    /// The signs of the NaNs a group saw ([`NAN_POSITIVE`], [`NAN_NEGATIVE`]).
+    pub nan: Vec<u8>,
+    pub mean: Vec<f64>,
+    pub m2: Vec<f64>,
+    /// Counts not yet added to `cells` and `n`, as a difference array over the groups
+    /// (entry `g` adds to every group from `g` on, wrapping): a run of consecutive groups
+    /// whose elements all count adds one to each of its groups in two entries instead of
+    /// two passes over the groups. Empty until [`fold_consecutive`] defers a count;
+    /// [`Accumulators::settle`] adds it in. Never used with `needs.moments` (Welford
+    /// reads `n` as it folds).
+    pending: Vec<u64>,
+}
+
+impl Accumulators {
+    /// Accumulators for `groups` groups of a float (`float`) or integer input.
+    pub fn new(groups: usize, needs: Needs, float: bool) -> Self {
+        let v = |on: bool, x| if on { vec![x; groups] } else { vec![] };
+        Accumulators {
+            needs,
+            cells: vec![0; groups],
+            n: vec![0; groups],
+            fsum: v(needs.fsum, 0.0),
+            isum: if needs.isum { vec![0; groups] } else { vec![] },
+            fmin: v(needs.min_max && float, f64::NAN),
+            fmax: v(needs.min_max && float, f64::NAN),
+            imin: if needs.min_max && !float {
+                vec![i128::MAX; groups]
+            } else {
+                vec![]
+            },
+            imax: if needs.min_max && !float {
+                vec![i128::MIN; groups]
+            } else {
+                vec![]
+            },
+            nan: if needs.min_max && float {
+                vec![0; groups]
+            } else {
+                vec![]
+            },
+            mean: v(needs.moments, 0.0),
+            m2: v(needs.moments, 0.0),
+            pending: vec![],
+        }
+    }
+
+    /// Count one cell and one value in each of the groups `g..g + len` (not yet: see
+    /// `pending`).
+    #[inline(always)]
+    pub(super) fn count_later(&mut self, g: usize, len: usize) {
+        if self.pending.is_empty() {
+            self.pending = vec![0; self.len() + 1];
+        }
+        self.pending[g] = self.pending[g].wrapping_add(1);
+        self.pending[g + len] = self.pending[g + len].wrapping_sub(1);
+    }
+
+    /// Add to group `g` `cells` cells, of which `n` hold values summing to `sum` (when
+    /// the sum is asked).
+    #[inline(always)]
+    pub fn add_sum(&mut self, g: usize, cells: u64, n: u64, sum: f64) {
+        self.cells[g] += cells;
+        self.n[g] += n;
+        if self.needs.fsum {
+            self.fsum[g] += sum;
+        }
+    }
+
+    /// Add the deferred counts into `cells` and `n`; call before reading them.
+    pub fn settle(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let mut runs = 0u64;
+        for ((d, c), n) in pending.iter().zip(self.cells.iter_mut()).zip(self.n.iter_mut()) {
+            runs = runs.wrapping_add(*d);
+            *c += runs;
+            *n += runs;
+        }
+    }
+
+    /// Bytes the accumulators of `groups` groups allocate at most (saturating), so that a
+    /// caller can reserve them before allocating.
+    pub fn bytes(groups: usize, needs: Needs, float: bool) -> usize {
+        let per_group = 24 // cells, n, pending
+            + 8 * (needs.fsum as usize + needs.isum as usize + 2 * needs.moments as usize)
+            + if !needs.min_max {
+                0
+            } else if float {
+                17 // fmin, fmax, nan
+            } else {
+                32 // imin, imax
+            };
+        groups.saturating_mul(per_group).saturating_add(8)
+    }
+
+    /// Bytes held by the accumulators' vectors.
+    pub fn held_bytes(&self) -> usize {
+        fn b<T>(v: &[T]) -> usize {
+            std::mem::size_of_val(v)
+        }
+        b(&self.cells)
+            + b(&self.n)
+            + b(&self.fsum)
+            + b(&self.isum)
+            + b(&self.fmin)
+            + b(&self.fmax)
+            + b(&self.imin)
+            + b(&self.imax)
+            + b(&self.nan)
+            + b(&self.mean)
+            + b(&self.m2)
+            + b(&self.pending)
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// True when there are no groups.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Merge group `g` with a partial (n, mean, M2).
+    /// Merge group `g` with a partial (n, mean, M2); `self.n[g]` already counts `n_b`.
+    pub(super) fn merge_moments(&mut self, g: usize, n_b: u64, mean_b: f64, m2_b: f64) {
+        let mut m = Moments {
+            n: self.n[g] - n_b,
+            mean: self.mean[g],
+            m2: self.m2[g],
+        };
+        m.merge(n_b, mean_b, m2_b);
+        self.mean[g] = m.mean;
+        self.m2[g] = m.m2;
+    }
+
+    /// Merge `other` (same groups) into `self`.
+    pub fn merge(&mut self, other: &Accumulators) {
+        if !other.pending.is_empty() {
+            if self.pending.is_empty() {
+                self.pending = vec![0; self.len() + 1];
+            }
+            for (a, b) in self.pending.iter_mut().zip(&other.pending) {
+                *a = a.wrapping_add(*b);
+            }
+        }
+        for g in 0..self.len() {
+            let nb = other.n[g];
+            self.cells[g] += other.cells[g];
+            self.n[g] += nb;
+            if self.needs.fsum {
+                self.fsum[g] += other.fsum[g];
+            }
+            if self.needs.isum {
+                self.isum[g] = self.isum[g].wrapping_add(other.isum[g]);
+            }
+            if !self.fmin.is_empty() {
+                self.fmin[g] = fmin(self.fmin[g], other.fmin[g]);
+                self.fmax[g] = fmax(self.fmax[g], other.fmax[g]);
+                self.nan[g] |= other.nan[g];
+            }
+            if !self.imin.is_empty() {
+                self.imin[g] = self.imin[g].min(other.imin[g]);
+                self.imax[g] = self.imax[g].max(other.imax[g]);
+            }
+            if self.needs.moments {
+                self.merge_moments(g, nb, other.mean[g], other.m2[g]);
+            }
+        }
+    }
+}
