@@ -11,10 +11,10 @@
 //! tile of any size. A pushed limit stops each partition early. Only the projected value
 //! columns' payloads are read; with none, no payload is touched.
 
-use super::ChunkFeed;
-use super::cells::{axis_positions, value_array};
-use super::metrics::ScanMetrics;
-use super::payload::{Payload, PayloadMetrics, feed_payloads};
+use crate::exec::feed::payload::{Payload, PayloadMetrics, feed_payloads};
+use crate::exec::feed::{ChunkFeed, chunk_node_methods};
+use crate::exec::metrics::ScanMetrics;
+use crate::exec::tile::{axis_positions, value_array};
 use crate::io::FetchOptions;
 use crate::plan::{ChunkTask, Slabs, TableModel};
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};

@@ -286,11 +286,16 @@ pub fn tasks_by_id(
         .collect()
 }
 
+/// The chunks of `rec` that intersect the selection, in row-major chunk order (the tasks
+/// of a table of one dataset: [`aligned_tasks`] of `rec` alone).
+pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
+    aligned_tasks(&[rec], sel)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::DType;
-    use crate::plan::tasks::chunk_tasks;
 
     /// The cells of `t` as tile-local coordinates, in the task's order.
     fn cells_of(t: &ChunkTask) -> Vec<Vec<u64>> {

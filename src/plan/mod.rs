@@ -30,13 +30,13 @@ pub use aggregate::{
 };
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
-pub use common_grid::{aligned_tasks, grid_count, tasks_by_id};
+pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
 pub use limits::{
     DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
 };
 pub use selection::AxisSelection;
 pub use table::{TableModel, ValueColumn};
-pub use tasks::{ChunkTask, SharedTasks, Slabs, Spread, TaskCache, TilePart, chunk_tasks};
+pub use tasks::{ChunkTask, SharedTasks, Slabs, Spread, TaskCache, TilePart};
 #[cfg(test)]
 pub(crate) use value_range::ORDER_EDGES;
 pub use value_range::{

@@ -5,9 +5,7 @@
 //! that each lies inside one chunk of the first dataset and where the others' cells lie
 //! ([`TilePart`]: one tile of each, or several assembled into one, [`Spread`]).
 
-use super::common_grid::aligned_tasks;
 use super::selection::AxisSelection;
-use crate::format::DatasetRecord;
 use crate::format::hyperslab::{Runs, odometer_next};
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +15,7 @@ use std::sync::{Arc, Mutex};
 pub struct ChunkTask {
     /// The task's id in its table: the chunk id when the datasets share one chunk grid
     /// (always for one dataset), else the row-major index of the task's first cell
-    /// (see [`aligned_tasks`]).
+    /// (see [`aligned_tasks`](super::common_grid::aligned_tasks)).
     pub id: u64,
     /// Row-major chunk id (of the first dataset).
     pub linear: u64,
@@ -373,16 +371,12 @@ impl TaskCache {
     }
 }
 
-/// The chunks of `rec` that intersect the selection, in row-major chunk order (the tasks
-/// of a table of one dataset: [`aligned_tasks`] of `rec` alone).
-pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask> {
-    aligned_tasks(&[rec], sel)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::DType;
+    use crate::format::DatasetRecord;
+    use crate::plan::common_grid::chunk_tasks;
 
     #[test]
     fn tasks_cover_exactly_the_selected_cells() {

@@ -1,8 +1,8 @@
 use super::cell_walk::CellKernel;
-use crate::exec::groups::{AxisValues, Segment, Target};
 use crate::exec::kernel::simd::multiversion;
 use crate::exec::kernel::{Accumulators, CoMoment, Elem, Keep, fold_run, fold_value, masked_sum, ones};
 use crate::exec::program::{BLOCK, Cells, Lane, Program, Scratch, Ty};
+use crate::exec::walk::{AxisValues, Segment, Target};
 use crate::format::DType;
 
 /// A compiled expression folded into one input's accumulators.

@@ -1,7 +1,7 @@
-use crate::exec::aligned::AlignedCells;
-use crate::exec::groups::{GroupIndex, Segment, walk_segments};
 use crate::exec::kernel::{Elem, Keep, Missing};
+use crate::exec::program::AlignedCells;
 use crate::exec::program::{Cells, Lane, convert};
+use crate::exec::walk::{GroupIndex, Segment, walk_segments};
 use crate::format::{Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel, ValueRanges};
 use arrow::buffer::Buffer;

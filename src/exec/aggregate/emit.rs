@@ -1,6 +1,6 @@
 use super::fold_plan::{FoldPlan, Input, Slot};
-use crate::exec::groups::GroupIndex;
 use crate::exec::kernel::{Accumulators, CoMoment, Moments, NAN_NEGATIVE, NAN_POSITIVE};
+use crate::exec::walk::GroupIndex;
 use crate::plan::{Affine, AggFunc, AggInput, AggregateOutput, Aggregation, State, StateColumn, TableModel};
 use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Float64Type, SchemaRef, UInt64Type};

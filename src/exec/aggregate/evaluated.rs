@@ -9,8 +9,8 @@
 //! reserves that working set in the memory pool once ([`slab_bytes`]).
 
 use super::fold_plan::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
-use crate::exec::groups::{GroupIndex, Target, walk_segments};
 use crate::exec::kernel::{Accumulators, CoMoment, Keep, fold_run, fold_value};
+use crate::exec::walk::{GroupIndex, Target, walk_segments};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::Buffer;

@@ -1,6 +1,6 @@
-use crate::exec::expr::TileExprs;
 use crate::exec::kernel::Needs;
 use crate::exec::program::{Program, weighted_program};
+use crate::exec::tile::TileExprs;
 use crate::format::DType;
 use crate::plan::{
     Affine, AggFunc, AggInput, AggSpec, Aggregation, TableModel, VALUE_COLUMN, ValueRanges, value_ranges,

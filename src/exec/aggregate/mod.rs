@@ -18,7 +18,7 @@
 //! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
 //! cells slab by slab ([`TileExprs`], `evaluated`) and folded from the resulting arrays.
 
-use super::ChunkFeed;
+use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::io::FetchOptions;
 use crate::plan::{AggFunc, AggInput, AggregateOutput, Aggregation, TableModel};
 use arrow::datatypes::SchemaRef;

@@ -1,7 +1,7 @@
-use crate::exec::groups::{GroupIndex, Segment, Target, Walked, walk_rows, walk_segments};
 use crate::exec::kernel::{
     Accumulators, Elem, Keep, Missing, fold_consecutive, fold_elementwise, fold_rows, fold_run, fold_run_pair,
 };
+use crate::exec::walk::{GroupIndex, Segment, Target, Walked, walk_rows, walk_segments};
 use crate::format::{elements, with_dtype};
 use crate::plan::{ChunkTask, KeyRange, TableModel};
 use arrow::buffer::Buffer;

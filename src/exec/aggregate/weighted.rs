@@ -1,5 +1,5 @@
-use crate::exec::groups::{AxisValues, GroupIndex, Target, walk_segments};
 use crate::exec::kernel::{Accumulators, Elem, Keep, Missing, fold_dot, fold_scaled, fold_weighted_run};
+use crate::exec::walk::{AxisValues, GroupIndex, Target, walk_segments};
 use crate::format::{elements, with_dtype};
 use crate::plan::{Affine, ChunkTask, KeyRange, TableModel};
 use arrow::buffer::Buffer;

@@ -7,10 +7,10 @@
 //! (datasets on one chunk grid), copied otherwise. A column with a missing-value rule
 //! also gets a byte per cell saying whether the cell holds a value.
 
-use super::cells::selected_bytes;
-use super::kernel::simd::multiversion;
-use super::kernel::{Elem, Missing};
-use super::program::{BLOCK, Cells, Lane, convert};
+use super::lane::{BLOCK, Cells, Lane, convert};
+use crate::exec::kernel::simd::multiversion;
+use crate::exec::kernel::{Elem, Missing};
+use crate::exec::tile::selected_bytes;
 use crate::format::{DType, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, TableModel};
 use crate::plan::{ColumnComparison, KeyRange, NanRule, ValueRanges, order_key32};

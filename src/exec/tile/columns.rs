@@ -2,7 +2,7 @@
 //! (zero-copy when the whole tile is selected and aligned) and axis positions, both by
 //! walking the task's runs.
 
-use super::kernel::{Elem, Missing};
+use crate::exec::kernel::{Elem, Missing};
 use crate::format::{DType, MissingValues, Packing, elements, with_dtype};
 use crate::plan::{ChunkTask, ValueColumn, array_from_le};
 use arrow::array::{ArrayRef, Float64Array};

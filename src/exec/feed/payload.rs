@@ -4,10 +4,10 @@
 //! fetched from object stores) is reserved in the session's memory pool first
 //! ([`PoolAccount`]).
 
-use super::ChunkFeed;
 use super::assemble::assemble;
-use super::metrics::{ReadMetrics, Stopwatch};
+use super::chunk_feed::ChunkFeed;
 use super::reservation::{PoolAccount, held};
+use crate::exec::metrics::{ReadMetrics, Stopwatch};
 use crate::format::{Codec, codec};
 use crate::io::{FetchOptions, windows};
 use crate::plan::{ChunkTask, TableModel};

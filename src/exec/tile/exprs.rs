@@ -3,7 +3,7 @@
 //! `v > lat`), evaluated vectorized by DataFusion's own physical expressions, so their
 //! answers are DataFusion's.
 
-use super::cells::{axis_positions, value_array};
+use super::columns::{axis_positions, value_array};
 use crate::plan::{ChunkTask, TableModel, expr_columns};
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::buffer::Buffer;
@@ -27,7 +27,7 @@ pub fn compile(e: &Expr, schema: &SchemaRef) -> Result<Arc<dyn PhysicalExpr>> {
 }
 
 /// Expressions compiled over the table columns they read; evaluated per chunk task over a
-/// batch of its selected cells (in the order [`walk_segments`](super::groups::walk_segments)
+/// batch of its selected cells (in the order [`walk_segments`](crate::exec::walk::walk_segments)
 /// numbers them).
 #[derive(Debug)]
 pub struct TileExprs {
@@ -75,7 +75,7 @@ impl TileExprs {
 
     /// The batch of the selected cells of `task` (`tiles`: the decoded tiles of the value
     /// columns, absent for those no expression reads; `start`: the tile's global start), in
-    /// the order [`walk_segments`](super::groups::walk_segments) numbers them.
+    /// the order [`walk_segments`](crate::exec::walk::walk_segments) numbers them.
     pub fn batch(
         &self,
         table: &TableModel,
