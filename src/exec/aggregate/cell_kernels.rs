@@ -164,7 +164,7 @@ where
     if let (Target::One(g), true, false, true) = (s.target, plain, inner, acc.needs.sum_only())
         && f32_product == (F::DTYPE == DType::F32)
         && let Some(w) = weight_at(0)
-        && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len, F::of_f64(w))
+        && let Some(sum) = program.combined_sum::<C, F>(cells, 0, s.len, F::of_f64(w))
     {
         let n = s.len as u64;
         acc.add_sum(g, n, n, sum);
@@ -306,7 +306,7 @@ where
         return false;
     }
     if let (Target::One(g), true, true) = (s.target, plain, acc.needs.sum_only())
-        && let Some(sum) = program.pair_sum::<C, F>(cells, 0, s.len, F::of_f64(1.0))
+        && let Some(sum) = program.combined_sum::<C, F>(cells, 0, s.len, F::of_f64(1.0))
     {
         // Two value columns combined, in place, summed as they are read: every cell
         // holds a value (plain), and only the sum is asked.

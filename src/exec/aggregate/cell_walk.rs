@@ -1,9 +1,10 @@
+use super::task_fold::TaskFold;
 use crate::exec::kernel::{Elem, Keep, Missing};
 use crate::exec::program::AlignedCells;
 use crate::exec::program::{Cells, Lane, convert};
-use crate::exec::walk::{GroupIndex, Segment, walk_segments};
+use crate::exec::walk::{Segment, walk_segments};
 use crate::format::{Packing, elements, with_dtype};
-use crate::plan::{ChunkTask, TableModel, ValueRanges};
+use crate::plan::ValueRanges;
 use arrow::buffer::Buffer;
 use datafusion::common::{Result, exec_err, internal_err};
 
@@ -23,11 +24,9 @@ pub(super) trait CellKernel {
 
 /// The cells of a task (or a slab of one: its first cell is the task's cell `cell_base`)
 /// that the compiled kernels walk.
+#[derive(Clone, Copy)]
 pub(super) struct CellWalk<'a> {
-    pub(super) table: &'a TableModel,
-    pub(super) gi: &'a GroupIndex,
-    pub(super) task: &'a ChunkTask,
-    pub(super) start: &'a [u64],
+    pub(super) at: TaskFold<'a>,
     pub(super) cells: TaskCells<'a>,
     pub(super) cell_base: usize,
 }
@@ -44,10 +43,7 @@ impl CellWalk<'_> {
         kernel: &mut K,
     ) -> Result<()> {
         let CellWalk {
-            table,
-            gi,
-            task,
-            start,
+            at: TaskFold { table, gi, task, start },
             cells,
             cell_base,
         } = *self;

@@ -9,15 +9,15 @@
 //! reserves that working set in the memory pool once ([`slab_bytes`]).
 
 use super::fold_plan::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
+use super::task_fold::TaskFold;
 use crate::exec::kernel::{Accumulators, CoMoment, Keep, fold_run, fold_value};
 use crate::exec::walk::{GroupIndex, Target, walk_segments};
-use crate::plan::{ChunkTask, TableModel};
+use crate::plan::ChunkTask;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
 use datafusion::common::Result;
 use datafusion::error::DataFusionError;
-use std::sync::Arc;
 
 /// The most one slab's evaluation holds, for the memory pool: per cell, for each column
 /// of the batch 8 bytes of positions or copied values, 8 of the column (wider for labels
@@ -33,17 +33,14 @@ pub(super) fn slab_bytes(plan: &FoldPlan) -> usize {
 
 /// Fold the evaluated inputs and pairs of `plan` over `task` (tile starting at `start`;
 /// `tiles`: the decoded tile of each value column read), slab by slab.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn fold_task(
     plan: &FoldPlan,
-    table: &TableModel,
-    gi: &GroupIndex,
-    task: &Arc<ChunkTask>,
-    start: &[u64],
+    at: TaskFold,
     tiles: &[Option<Buffer>],
     accs: &mut [Accumulators],
     pairs: &mut [Vec<CoMoment>],
 ) -> Result<()> {
+    let TaskFold { table, gi, task, start } = at;
     let exprs = &plan.exprs;
     if exprs.is_empty() {
         return Ok(());

@@ -127,8 +127,8 @@ pub(super) struct FoldPlan {
     /// stored values (which cells pass each is found once per task).
     pub(super) aligned_filters: Vec<ValueRanges>,
     /// Two inputs over the stored values of one float dataset folded in one pass
-    /// ([`fold_run_pair`]): (sums without a range, counts within one).
-    pub(super) stored_pair: Option<(usize, usize)>,
+    /// ([`fold_run_sum_and_count`](crate::exec::kernel::fold_run_sum_and_count)): (sums without a range, counts within one).
+    pub(super) sum_and_count: Option<(usize, usize)>,
 }
 
 impl FoldPlan {
@@ -156,28 +156,38 @@ pub(super) enum PairInput {
     Compiled { x: usize, y: usize, ranges: ValueRanges },
 }
 
+/// The position of `item` in `items`, pushed at the end when absent: the plan's lists
+/// hold each expression, program, weight and pair once, however many aggregates name it.
+fn intern<T: PartialEq>(items: &mut Vec<T>, item: T) -> usize {
+    intern_by(items, item, |a, b| a == b)
+}
+
+/// [`intern`] with `same` deciding which entry is the item's.
+fn intern_by<T>(items: &mut Vec<T>, item: T, same: impl Fn(&T, &T) -> bool) -> usize {
+    match items.iter().position(|x| same(x, &item)) {
+        Some(i) => i,
+        None => {
+            items.push(item);
+            items.len() - 1
+        }
+    }
+}
+
 impl FoldPlan {
+    /// The fold of `aggregation` over `table`: its inputs (shared by source), programs,
+    /// pairs, weights and expressions, each once, and the slot of each aggregate.
     pub(super) fn new(table: &TableModel, aggregation: &Aggregation) -> Result<Self> {
         let dtype = table.dataset().dtype();
         let mut exprs: Vec<Expr> = Vec::new();
-        let mut expr_index = |e: Expr| match exprs.iter().position(|x| *x == e) {
-            Some(i) => i,
-            None => {
-                exprs.push(e);
-                exprs.len() - 1
-            }
-        };
+        let mut expr_index = |e: Expr| intern(&mut exprs, e);
         let row_filter = aggregation.filter.clone();
         let mut inputs: Vec<Input> = Vec::new();
-        let mut add = |input: Input| match inputs.iter().position(|x| x.source == input.source) {
-            Some(i) => {
-                inputs[i].needs = union(inputs[i].needs, input.needs);
-                i
-            }
-            None => {
-                inputs.push(input);
-                inputs.len() - 1
-            }
+        // Inputs of one source share an accumulator, which keeps what each of them needs.
+        let mut add = |input: Input| {
+            let needs = input.needs;
+            let i = intern_by(&mut inputs, input, |a, b| a.source == b.source);
+            inputs[i].needs = union(inputs[i].needs, needs);
+            i
         };
         let stored = |ranges| Input {
             source: Source::Stored { ranges },
@@ -194,13 +204,7 @@ impl FoldPlan {
         let combined = |f: &Option<Expr>| Some(ranges_of(&row_filter)?.and(&ranges_of(f)?));
         // Compiled expressions, shared by the inputs that evaluate them.
         let mut programs: Vec<Program> = Vec::new();
-        let mut program_index = |p: Program| match programs.iter().position(|x| *x == p) {
-            Some(i) => i,
-            None => {
-                programs.push(p);
-                programs.len() - 1
-            }
-        };
+        let mut program_index = |p: Program| intern(&mut programs, p);
         // Functions of two inputs fold their pairs as co-moments: of compiled expressions
         // when both compile (as for one input: without FILTER), else of evaluated ones.
         let mut pairs: Vec<PairInput> = Vec::new();
@@ -229,10 +233,7 @@ impl FoldPlan {
                         filter: a.filter.clone().map(&mut expr_index),
                     },
                 };
-                Some(pairs.iter().position(|q| *q == p).unwrap_or_else(|| {
-                    pairs.push(p);
-                    pairs.len() - 1
-                }))
+                Some(intern(&mut pairs, p))
             })
             .collect();
         let mut evaluated = |value: Option<Expr>, filter: &Option<Expr>, a: Option<&AggSpec>| Input {
@@ -251,13 +252,7 @@ impl FoldPlan {
         };
         let mut of_agg = Vec::new();
         let mut weights: Vec<(usize, Expr)> = Vec::new();
-        let mut weight_index = |axis: usize, e: Expr| match weights.iter().position(|x| *x == (axis, e.clone())) {
-            Some(i) => i,
-            None => {
-                weights.push((axis, e));
-                weights.len() - 1
-            }
-        };
+        let mut weight_index = |axis: usize, e: Expr| intern(&mut weights, (axis, e));
         let packing = table.value().packing.map(Affine::from);
         for (a, pair) in aggregation.aggs.iter().zip(&pair_of) {
             if let Some(j) = pair {
@@ -380,7 +375,7 @@ impl FoldPlan {
             aligned_columns.extend(programs.iter().flat_map(|p| p.columns().iter().copied()));
         }
         let aligned_columns = aligned_columns.into_iter().collect();
-        let stored_pair = match (table.is_multi(), dtype) {
+        let sum_and_count = match (table.is_multi(), dtype) {
             (false, DType::F32 | DType::F64) => {
                 let stored = |i: &Input| match &i.source {
                     Source::Stored { ranges } => Some((ranges.of(0), i.needs)),
@@ -397,7 +392,7 @@ impl FoldPlan {
             _ => None,
         };
         Ok(FoldPlan {
-            stored_pair,
+            sum_and_count,
             aligned_columns,
             aligned_filters,
             inputs,

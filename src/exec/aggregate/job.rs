@@ -1,20 +1,14 @@
-use super::cell_kernels::{PairKernel, ProgramKernel, RowKernel, WeightedProgramKernel};
-use super::cell_walk::{CellWalk, TaskCells};
 use super::emit::Emit;
-use super::evaluated;
-use super::fold_plan::{FoldPlan, PairInput, SLAB_CELLS, Source};
-use super::stored::{fold_stored, fold_stored_pair};
-use super::weighted::{Weights, fold_weighted};
+use super::fold_plan::FoldPlan;
+use super::partition_fold::PartitionFold;
 use crate::exec::feed::ChunkFeed;
 use crate::exec::feed::payload::{Payload, PayloadMetrics, payload_stream};
 use crate::exec::feed::{PoolAccount, exhausted};
 use crate::exec::kernel::{Accumulators, CoMoment};
 use crate::exec::metrics::{AggregateMetrics, Stopwatch};
-use crate::exec::program::AlignedCells;
-use crate::exec::program::BLOCK;
 use crate::exec::walk::{AxisValues, GroupIndex};
 use crate::io::FetchOptions;
-use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel, ValueRanges};
+use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
@@ -168,27 +162,12 @@ impl FoldJob {
         reservation: &mut MemoryReservation,
     ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>)> {
         let table = &self.table;
-        let ds = table.dataset();
         let (gi, weights) = (&groups.index, &groups.weights);
         // The session's memory pool holds what the fold keeps per group and position
         // (`-m` / `memory_limit` give DataFusion's "resources exhausted", not an OOM kill);
         // the accumulators are reserved before they are allocated.
-        let dense: usize = self
-            .fold
-            .inputs
-            .iter()
-            .map(|i| Accumulators::bytes(gi.count, i.needs, i.float))
-            .chain(
-                self.fold
-                    .pairs
-                    .iter()
-                    .map(|_| gi.count.saturating_mul(size_of::<CoMoment>())),
-            )
-            .fold(0, usize::saturating_add);
-        let by_position: usize = gi.held_bytes() + weights.iter().map(AxisValues::held_bytes).sum::<usize>();
-        let slabs = evaluated::slab_bytes(&self.fold);
         reservation
-            .try_grow(dense.saturating_add(by_position).saturating_add(slabs))
+            .try_grow(PartitionFold::bytes(&self.fold, gi, weights))
             .map_err(|e| {
                 exhausted(e, || {
                     format!(
@@ -198,171 +177,16 @@ impl FoldJob {
                     )
                 })
             })?;
-        let mut accs: Vec<Accumulators> = self
-            .fold
-            .inputs
-            .iter()
-            .map(|i| Accumulators::new(gi.count, i.needs, i.float))
-            .collect();
-        let mut pairs: Vec<Vec<CoMoment>> = vec![vec![CoMoment::default(); gi.count]; self.fold.pairs.len()];
+        let mut folding = PartitionFold::new(table, &self.fold, gi, weights);
         while let Some(next) = payloads.next().await {
             // Local payloads are always ready: spend the task's budget per chunk so a long
             // fold yields to the runtime now and then (and a cancelled query stops).
             tokio::task::consume_budget().await;
             let (task, tiles) = next?;
             let _fold = Stopwatch::start(&metrics.fold_timers);
-            let start = task.tile_start(&ds.record.chunk_shape);
-            // The kernels over stored values read the one value column of a table of one
-            // dataset; compiled expressions over a table of several read the aligned cells
-            // of the columns they name.
-            let tile = tiles.first().cloned().flatten().filter(|_| !table.is_multi());
-            let aligned = match self.fold.aligned_columns.is_empty() {
-                true => None,
-                false => Some(AlignedCells::new(
-                    table,
-                    &task,
-                    &tiles,
-                    &self.fold.aligned_columns,
-                    &self.fold.aligned_filters,
-                )?),
-            };
-            let cells = match &aligned {
-                Some(a) => TaskCells::Aligned(a),
-                None => TaskCells::Tile(tile.as_ref()),
-            };
-            // Inputs over stored values walk the tile slab by slab, all of them per slab,
-            // so that each slab is read from memory once and from cache by the others.
-            // Only inputs that read values count: not a stored input without its tile or
-            // ranges, nor one counting every cell where nothing is missing, nor a weight
-            // alone (`sum(cos(radians(lat)))` beside `sum(v * cos(radians(lat)))` took
-            // 1.9× the floor, paired, walked in slabs). Over several datasets, a stored
-            // input with ranges counts the aligned cells that pass them.
-            let aligned_rows = |ranges: &ValueRanges| aligned.is_some() && !ranges.is_empty();
-            let missing = !table.value().missing.is_empty();
-            let direct = self
-                .fold
-                .inputs
-                .iter()
-                .filter(|i| match &i.source {
-                    Source::Evaluated { .. } => false,
-                    Source::Stored { ranges } if !i.needs.reads_values(missing, !ranges.is_empty()) => false,
-                    Source::Weighted {
-                        value: None, ranges, ..
-                    } if ranges.is_empty() => false,
-                    Source::Stored { ranges } => tile.is_some() || aligned_rows(ranges),
-                    _ => true,
-                })
-                .count()
-                + self.fold.compiled_pairs().count()
-                - usize::from(self.fold.stored_pair.is_some() && tile.is_some());
-            let slab_cells = if direct > 1 && (tile.is_some() || aligned.is_some()) {
-                SLAB_CELLS
-            } else {
-                u64::MAX
-            };
-            let mut cell_base = 0usize;
-            for slab in task.slabs(slab_cells) {
-                let slab = &slab;
-                let walk = CellWalk {
-                    table,
-                    gi,
-                    task: slab,
-                    start: &start,
-                    cells,
-                    cell_base,
-                };
-                let pair = self.fold.stored_pair.zip(tile.as_ref());
-                if let Some(((a, b), tile)) = pair {
-                    let range = self.fold.inputs[b].source.ranges().and_then(|r| r.of(0));
-                    let [sums, counts] = accs
-                        .get_disjoint_mut([a, b])
-                        .map_err(|e| DataFusionError::Internal(format!("stored pair ({a}, {b}): {e}")))?;
-                    fold_stored_pair(table, (sums, counts), gi, slab, &start, tile, range);
-                }
-                for (i, (input, acc)) in self.fold.inputs.iter().zip(accs.iter_mut()).enumerate() {
-                    if pair.is_some_and(|((a, b), _)| i == a || i == b) {
-                        continue;
-                    }
-                    let tile = tile.as_ref();
-                    match &input.source {
-                        Source::Stored { ranges } if aligned_rows(ranges) => {
-                            let mut kernel = RowKernel {
-                                acc,
-                                at: vec![0; BLOCK],
-                            };
-                            // The cells that pass hold values in the columns compared.
-                            walk.run(&[], ranges, None, &mut kernel)?
-                        }
-                        Source::Stored { ranges } => fold_stored(table, acc, gi, slab, &start, tile, ranges.of(0)),
-                        Source::Program { program, ranges } => {
-                            let program = &self.fold.programs[*program];
-                            let mut kernel = ProgramKernel {
-                                acc,
-                                program,
-                                scratch: program.scratch(),
-                                at: vec![0; BLOCK],
-                            };
-                            let columns = program.columns();
-                            walk.run(columns, ranges, None, &mut kernel)?
-                        }
-                        Source::Weighted {
-                            weight,
-                            value,
-                            f32_product,
-                            ranges,
-                        } => {
-                            let w = Weights {
-                                axis: self.fold.weights[*weight].0,
-                                values: &weights[*weight],
-                                value: *value,
-                                f32_product: *f32_product,
-                            };
-                            fold_weighted(table, acc, gi, slab, &start, tile, w, ranges.of(0))?
-                        }
-                        Source::WeightedProgram {
-                            program,
-                            weight,
-                            f32_product,
-                            ranges,
-                        } => {
-                            let program = &self.fold.programs[*program];
-                            let axis = self.fold.weights[*weight].0;
-                            let mut kernel = WeightedProgramKernel {
-                                acc,
-                                program,
-                                weights: &weights[*weight],
-                                inner: axis == task.tile_extent.len() - 1,
-                                f32_product: *f32_product,
-                                scratch: program.scratch(),
-                                at: vec![0; BLOCK],
-                                products: vec![0.0; BLOCK],
-                            };
-                            let (columns, split) = (program.columns(), Some(axis));
-                            walk.run(columns, ranges, split, &mut kernel)?
-                        }
-                        Source::Evaluated { .. } => {}
-                    }
-                }
-                for (p, acc) in self.fold.pairs.iter().zip(pairs.iter_mut()) {
-                    if let PairInput::Compiled { x, y, ranges } = p {
-                        let (x, y) = (&self.fold.programs[*x], &self.fold.programs[*y]);
-                        let columns: Vec<usize> = x.columns().iter().chain(y.columns()).copied().collect();
-                        let mut kernel = PairKernel {
-                            acc,
-                            x,
-                            y,
-                            sx: x.scratch(),
-                            sy: y.scratch(),
-                            at: vec![0; BLOCK],
-                        };
-                        walk.run(&columns, ranges, None, &mut kernel)?
-                    }
-                }
-                cell_base += slab.cells as usize;
-            }
-            // Evaluated inputs and pairs: DataFusion's expressions, slab by slab.
-            evaluated::fold_task(&self.fold, table, gi, &task, &start, &tiles, &mut accs, &mut pairs)?;
+            folding.task(&task, &tiles)?;
         }
+        let PartitionFold { mut accs, pairs, .. } = folding;
         accs.iter_mut().for_each(Accumulators::settle);
         Ok((accs, pairs))
     }

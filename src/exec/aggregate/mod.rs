@@ -43,7 +43,9 @@ mod emit;
 mod evaluated;
 mod fold_plan;
 mod job;
+mod partition_fold;
 mod stored;
+mod task_fold;
 mod weighted;
 
 use fold_plan::FoldPlan;

@@ -1,22 +1,16 @@
+use super::task_fold::TaskFold;
 use crate::exec::kernel::{
-    Accumulators, Elem, Keep, Missing, fold_consecutive, fold_elementwise, fold_rows, fold_run, fold_run_pair,
+    Accumulators, Elem, Keep, Missing, fold_consecutive, fold_elementwise, fold_rows, fold_run, fold_run_sum_and_count,
 };
-use crate::exec::walk::{GroupIndex, Segment, Target, Walked, walk_rows, walk_segments};
+use crate::exec::walk::{Segment, Target, Walked, walk_rows, walk_segments};
 use crate::format::{elements, with_dtype};
-use crate::plan::{ChunkTask, KeyRange, TableModel};
+use crate::plan::KeyRange;
 use arrow::buffer::Buffer;
 
 /// Fold the stored values of one chunk task (`tile`; without it only cells are counted)
 /// into `acc`, keeping those in `range`.
-pub(super) fn fold_stored(
-    table: &TableModel,
-    acc: &mut Accumulators,
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
-    tile: Option<&Buffer>,
-    range: Option<KeyRange>,
-) {
+pub(super) fn fold_stored(at: TaskFold, acc: &mut Accumulators, tile: Option<&Buffer>, range: Option<KeyRange>) {
+    let TaskFold { table, gi, task, start } = at;
     let Some(tile) = tile else {
         let mut count = |g: usize, cells: usize| {
             acc.cells[g] += cells as u64;
@@ -44,17 +38,15 @@ pub(super) fn fold_stored(
     })
 }
 
-/// [`fold_stored`] of the plan's stored pair: `sums` over every stored value of the task,
+/// [`fold_stored`] of the plan's sum and count of one dataset's stored values: `sums` over every stored value of the task,
 /// `counts` over those in `range`, in one walk (whole runs in one pass).
-pub(super) fn fold_stored_pair(
-    table: &TableModel,
+pub(super) fn fold_sum_and_count(
+    at: TaskFold,
     (sums, counts): (&mut Accumulators, &mut Accumulators),
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
     tile: &Buffer,
     range: Option<KeyRange>,
 ) {
+    let TaskFold { table, gi, task, start } = at;
     with_dtype!(table.dataset().dtype(), T => {
         let missing = Missing::<T>::of(&table.value().missing);
         let keep_sums = Keep {
@@ -64,12 +56,11 @@ pub(super) fn fold_stored_pair(
         let keep_counts = Keep { missing, range };
         let t = elements::<T>(tile);
         // Segments, not blocks of rows: a kernel folding a block of rows of the pair (as
-        // `fold_rows` folds them) took 23.7-24.6 ms against 23.0-23.3 ms this way on
-        // `count(*) FILTER (WHERE v > 290), avg(v) ... GROUP BY lat` (alternating builds).
+        // `fold_rows` folds them) measured slower (docs/performance.md).
         walk_segments(gi, task, start, None, |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];
             match s.target {
-                Target::One(g) => fold_run_pair(sums, counts, g, run, &keep_sums, &keep_counts),
+                Target::One(g) => fold_run_sum_and_count(sums, counts, g, run, &keep_sums, &keep_counts),
                 _ => {
                     fold_segment(sums, &s, run, &keep_sums);
                     fold_segment(counts, &s, run, &keep_counts);

@@ -1,7 +1,8 @@
+use super::task_fold::TaskFold;
 use crate::exec::kernel::{Accumulators, Elem, Keep, Missing, fold_dot, fold_scaled, fold_weighted_run};
 use crate::exec::walk::{AxisValues, GroupIndex, Target, walk_segments};
 use crate::format::{elements, with_dtype};
-use crate::plan::{Affine, ChunkTask, KeyRange, TableModel};
+use crate::plan::{Affine, ChunkTask, KeyRange};
 use arrow::buffer::Buffer;
 use datafusion::common::{Result, internal_err};
 
@@ -18,17 +19,14 @@ pub(super) struct Weights<'a> {
 
 /// Fold a weighted input over one chunk task: per segment, one weight times the sum of
 /// its kept values (the weight's axis is an outer one) or a dot product (the innermost).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn fold_weighted(
-    table: &TableModel,
+    at: TaskFold,
     acc: &mut Accumulators,
-    gi: &GroupIndex,
-    task: &ChunkTask,
-    start: &[u64],
     tile: Option<&Buffer>,
     w: Weights,
     range: Option<KeyRange>,
 ) -> Result<()> {
+    let TaskFold { table, gi, task, start } = at;
     let inner = w.axis == task.tile_extent.len() - 1;
     let (values, valid) = (&w.values.values, &w.values.valid);
     let reads_values = w.value.is_some() || range.is_some();

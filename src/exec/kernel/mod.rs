@@ -40,7 +40,7 @@ pub use keep::{Keep, Missing, cells_counted};
 pub use moments::{CoMoment, Moments};
 pub use rows::Rows;
 pub use runs::{fold_rows, fold_run};
-pub use sum_and_count::fold_run_pair;
+pub use sum_and_count::fold_run_sum_and_count;
 pub use weighted::{fold_dot, fold_scaled, fold_weighted_run};
 pub use wide::{masked_sum, ones, zip_sum};
 

@@ -52,9 +52,8 @@ pub(super) fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, con
     if !(FS || IS || MM) && std::mem::size_of::<T>() == 4 {
         // Counting only, 32-bit elements: a comparison's mask is one 32-bit count lane per
         // element, so fixed lanes over whole blocks need no shuffle (the plain reduction
-        // below indexed its loads: `WHERE v > 290` took 1.9× the floor, 1.55× here). The
-        // general loop at the end does the same counting, but measured slower for it
-        // (1.60× on `WHERE v > 290`, 2.14× against 1.88× on a `FILTER` clause, paired).
+        // below indexed its loads). The general loop at the end does the same counting,
+        // but measured slower for it (docs/performance.md).
         [s.n, s.nans] = counted_blocks(
             run,
             #[inline(always)]
@@ -210,7 +209,7 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
             }
         }
         // Opaque to LLVM: seeing the pairwise total below, it vectorized the lanes in the
-        // total's pairs, with a shuffle per load (1.15x slower over the cube).
+        // total's pairs, with a shuffle per load, which ran slower.
         return summed(
             run,
             std::hint::black_box(lanes::<T, true, false, false, false>(run, |_| true).fs),
@@ -227,7 +226,7 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
             // Comparisons in the stored type where bounds convert exactly, else as f64;
             // NaNs decided by the rule, or (some NaNs only, as `v > c` keeps the positive
             // ones) kept here and decided by keys when the run holds any: a test of the
-            // sign in the loop measured twice as slow on `WHERE v > 290`.
+            // sign in the loop measured far slower on `WHERE v > 290`.
             let RangeCheck {
                 native,
                 lo,
@@ -257,12 +256,12 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
             }
         }
     };
-    finish(run, keep, needs, s)
+    combine_lanes(run, keep, needs, s)
 }
 
 /// Combine the lanes of `run` and fold its remainder.
 #[inline(always)]
-pub(super) fn finish<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
+pub(super) fn combine_lanes<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs, mut s: Lanes<T>) -> RunStats<T> {
     // Element `i` of the remainder goes to lane `i`: no lane holds more than ⌈n/8⌉ of the
     // run's `n` elements, which the error bound of the sum counts on.
     // Only what `needs` asks is accumulated in the remainder and combined across lanes: a
@@ -347,7 +346,7 @@ pub(super) fn signed_zeros<T: Elem>(run: &[T], keep: &Keep<T>, out: &mut RunStat
 
 /// Sum of squared deviations from `mean` over the valid elements of `run`: the rule of
 /// `keep` as the simplest test that decides it (`Keep::test` looks through the list of
-/// missing values, which kept the loop scalar: a variance took 6.8× a mean's fold time).
+/// missing values, which kept the loop scalar and a variance many times a mean's time).
 #[inline(always)]
 pub(super) fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
     match (keep.range, keep.missing.check()) {

@@ -10,7 +10,7 @@ use super::simd::multiversion;
 
 // AVX-512: LLVM packs the eight minimum and eight maximum lanes of f32 runs into one
 // 512-bit register, moving halves in and out per step (perf annotate: kunpckbw,
-// vinsertf64x4, vextractf64x4); folds with min/max took 1.3–1.6× the AVX2 copy's time.
+// vinsertf64x4, vextractf64x4), and folds with min/max ran slower than the AVX2 copy.
 multiversion! {
     up_to_avx2;
     /// Fold a whole run into group `g`. Cells are the run's length, or with a range the
@@ -45,7 +45,7 @@ where
     }
     // Inlined, as every closure of a kernel must be: a closure is compiled for the
     // baseline unless inlined into the copy (not inlined, this fold of rows ran in
-    // SSE2, `GROUP BY lat` 15-30% slower).
+    // SSE2, and `GROUP BY lat` ran much slower).
     rows.each(
         tile,
         #[inline(always)]

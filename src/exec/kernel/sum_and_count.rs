@@ -15,7 +15,7 @@ use super::simd::multiversion;
 /// missing rule of NaNs or one fill value, over f32 or f64 (else `None`). The lanes add in
 /// [`run_stats`]' order, so the statistics are its own, bit for bit.
 #[inline(always)]
-pub(super) fn pair_stats<T: Elem>(
+pub(super) fn sum_and_count_stats<T: Elem>(
     run: &[T],
     sums: &Keep<T>,
     sums_needs: Needs,
@@ -32,8 +32,8 @@ pub(super) fn pair_stats<T: Elem>(
     let r = RangeCheck::<T>::of(range, missing.nan);
     let (lo, hi) = (r.lo, r.hi);
     let (sum, count, nans) = match r.native {
-        Some((l, h)) => pair_by_rule(run, missing.check(), r.nan_in, |x: T| (l <= x) & (x <= h))?,
-        None => pair_by_rule(run, missing.check(), r.nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi))?,
+        Some((l, h)) => sum_and_count_by_rule(run, missing.check(), r.nan_in, |x: T| (l <= x) & (x <= h))?,
+        None => sum_and_count_by_rule(run, missing.check(), r.nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi))?,
     };
     // Decided by keys as `run_stats` decides them: the range holds some NaNs, and the
     // lanes met one.
@@ -44,10 +44,10 @@ pub(super) fn pair_stats<T: Elem>(
     Some((sum, count))
 }
 
-/// [`pair_lanes`] with the test of the missing rule that decides it; `None` for a list
+/// [`sum_and_count_lanes`] with the test of the missing rule that decides it; `None` for a list
 /// of values (the pair does not take it). `nan_in`: the range holds NaNs.
 #[inline(always)]
-pub(super) fn pair_by_rule<T: Elem>(
+pub(super) fn sum_and_count_by_rule<T: Elem>(
     run: &[T],
     check: MissingCheck<T>,
     nan_in: bool,
@@ -55,27 +55,27 @@ pub(super) fn pair_by_rule<T: Elem>(
 ) -> Option<(RunStats<T>, RunStats<T>, u64)> {
     Some(match check {
         #[allow(clippy::eq_op)]
-        MissingCheck::Nan => pair_lanes::<T, false, false>(run, |x| x == x, inside),
-        MissingCheck::Nothing if nan_in => pair_lanes::<T, true, true>(run, |_| true, inside),
-        MissingCheck::Nothing => pair_lanes::<T, true, false>(run, |_| true, inside),
-        MissingCheck::Fill(fv) if nan_in => pair_lanes::<T, false, true>(run, |x| x != fv, inside),
-        MissingCheck::Fill(fv) => pair_lanes::<T, false, false>(run, |x| x != fv, inside),
+        MissingCheck::Nan => sum_and_count_lanes::<T, false, false>(run, |x| x == x, inside),
+        MissingCheck::Nothing if nan_in => sum_and_count_lanes::<T, true, true>(run, |_| true, inside),
+        MissingCheck::Nothing => sum_and_count_lanes::<T, true, false>(run, |_| true, inside),
+        MissingCheck::Fill(fv) if nan_in => sum_and_count_lanes::<T, false, true>(run, |x| x != fv, inside),
+        MissingCheck::Fill(fv) => sum_and_count_lanes::<T, false, false>(run, |x| x != fv, inside),
         MissingCheck::List => return None,
     })
 }
 
-/// Elements of a piece of a run in [`pair_lanes`]: 2 KiB of f32 (the prefetch distance),
+/// Elements of a piece of a run in [`sum_and_count_lanes`]: 2 KiB of f32 (the prefetch distance),
 /// in L1 for the second loop while the first one's prefetches ahead keep memory busy
-/// (`FILTER` shape, paired: 1.41–1.46× the floor; 1.45–1.70× with 4 KiB pieces).
+/// (larger pieces measured slower: docs/performance.md).
 pub(super) const PIECE: usize = 512;
 
-/// The lanes of [`pair_stats`]: the sums and count of the elements `base` takes, and the
+/// The lanes of [`sum_and_count_stats`]: the sums and count of the elements `base` takes, and the
 /// count of those `inside` takes too; `ALL`: `base` takes every element; `NAN`: NaNs are
 /// inside, and counted (the third value). Piece by piece, a loop that sums (from memory)
-/// and one that counts (from L1): as one loop, LLVM left the lanes scalar (6× the floor),
-/// as it did with the range's bounds chosen inside the count loop.
+/// and one that counts (from L1): as one loop, LLVM left the lanes scalar, as it did with
+/// the range's bounds chosen inside the count loop.
 #[inline(always)]
-pub(super) fn pair_lanes<T: Elem, const ALL: bool, const NAN: bool>(
+pub(super) fn sum_and_count_lanes<T: Elem, const ALL: bool, const NAN: bool>(
     run: &[T],
     base: impl Fn(T) -> bool,
     inside: impl Fn(T) -> bool,
@@ -146,23 +146,21 @@ multiversion! {
     up_to_avx2;
     /// Fold a whole run into group `g` of two inputs over the same stored values:
     /// `sums` (no range) and `counts` (the cells within a range). What [`fold_run`] gives
-    /// each, bit for bit, reading the run from memory once when `pair_stats` takes the
-    /// pair: a second pass per slab, even from L2, left memory idle (`avg(v), count(*)
-    /// FILTER (WHERE v > 290)` took 1.8–2.0× the floor paired, 1.41–1.46× this way;
-    /// `avg(v)` alone 1.2×).
-    pub fn fold_run_pair[T](
+    /// each, bit for bit, reading the run from memory once when `sum_and_count_stats` takes the
+    /// two: a second pass per slab, even from L2, left memory idle (docs/performance.md).
+    pub fn fold_run_sum_and_count[T](
         sums: &mut Accumulators,
         counts: &mut Accumulators,
         g: usize,
         run: &[T],
         keep_sums: &Keep<T>,
         keep_counts: &Keep<T>,
-    ) where [T: Elem] = fold_run_pair_body;
+    ) where [T: Elem] = fold_run_sum_and_count_body;
 }
 
-/// The body of [`fold_run_pair`], compiled into each of its copies.
+/// The body of [`fold_run_sum_and_count`], compiled into each of its copies.
 #[inline(always)]
-fn fold_run_pair_body<T>(
+fn fold_run_sum_and_count_body<T>(
     sums: &mut Accumulators,
     counts: &mut Accumulators,
     g: usize,
@@ -172,7 +170,7 @@ fn fold_run_pair_body<T>(
 ) where
     T: Elem,
 {
-    let (a, b) = match pair_stats(run, keep_sums, sums.needs, keep_counts, counts.needs) {
+    let (a, b) = match sum_and_count_stats(run, keep_sums, sums.needs, keep_counts, counts.needs) {
         Some(both) => both,
         None => (
             run_stats(run, keep_sums, sums.needs),

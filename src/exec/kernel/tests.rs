@@ -582,9 +582,9 @@ fn variances_of_runs_agree_with_brute_force() {
 }
 
 #[test]
-fn pairs_fold_in_one_pass_as_apart() {
-    // `fold_run_pair` must give each input what `fold_run` gives it alone, bit for bit,
-    // whether `pair_stats` takes the pair or not; it must take the pairs it is for.
+fn sum_and_count_fold_in_one_pass_as_apart() {
+    // `fold_run_sum_and_count` must give each input what `fold_run` gives it alone, bit for bit,
+    // whether `sum_and_count_stats` takes the pair or not; it must take the pairs it is for.
     fn check<T: Elem + std::fmt::Debug>(vals: &[T], missing: &Missing<T>, range: KeyRange, one_pass: bool) {
         let sums = Keep {
             missing: missing.clone(),
@@ -602,7 +602,7 @@ fn pairs_fold_in_one_pass_as_apart() {
             Accumulators::new(2, sum_needs, true),
             Accumulators::new(2, Needs::default(), true),
         );
-        fold_run_pair(&mut a, &mut b, 1, vals, &sums, &counts);
+        fold_run_sum_and_count(&mut a, &mut b, 1, vals, &sums, &counts);
         let (mut a1, mut b1) = (
             Accumulators::new(2, sum_needs, true),
             Accumulators::new(2, Needs::default(), true),
@@ -614,7 +614,7 @@ fn pairs_fold_in_one_pass_as_apart() {
         assert_eq!((a.n[1], a.cells[1]), (a1.n[1], a1.cells[1]), "sum's counts: {what}");
         assert_eq!((b.n[1], b.cells[1]), (b1.n[1], b1.cells[1]), "counts: {what}");
         assert_eq!((a.n[0], b.n[0], a.fsum[0]), (0, 0, 0.0));
-        let taken = pair_stats(vals, &sums, sum_needs, &counts, Needs::default()).is_some();
+        let taken = sum_and_count_stats(vals, &sums, sum_needs, &counts, Needs::default()).is_some();
         assert_eq!(taken, one_pass, "one pass: {what}");
     }
     let ranges = [

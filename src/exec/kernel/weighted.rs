@@ -114,7 +114,7 @@ where
     } else {
         dot_lanes(&run[..chunks], |x| keep.test(x), &product, &weight)
     };
-    dot_finish(acc, g, run, keep, (n, s), product, weight);
+    dot_rest(acc, g, run, keep, (n, s), product, weight);
 }
 
 multiversion! {
@@ -138,7 +138,7 @@ where
         // As `fold_dot` with the weight constant.
         let chunks = run.len() / L * L;
         let lanes = dot_lanes(&run[..chunks], |x| keep.test(x), &product, &|_| Some(w));
-        return dot_finish(acc, g, run, keep, lanes, product, |_| Some(w));
+        return dot_rest(acc, g, run, keep, lanes, product, |_| Some(w));
     }
     let mut s = [0f64; WIDE];
     let rest = for_blocks(
@@ -160,7 +160,7 @@ where
 /// The rest of a dot product after its whole lanes `(n, s)`: the remainder of `run`, then
 /// the run's cells, count and sum into group `g`.
 #[inline(always)]
-pub(super) fn dot_finish<T: Elem>(
+pub(super) fn dot_rest<T: Elem>(
     acc: &mut Accumulators,
     g: usize,
     run: &[T],

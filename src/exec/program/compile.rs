@@ -75,7 +75,7 @@ pub(super) fn lower(t: &Typed, ops: &mut Vec<Op>) {
                 lower(b, ops);
                 ops.push(Op::Step(ty, Step::ConstBin(*op, *c)));
             }
-            (Node::Column(j), Node::Column(k)) => ops.push(Op::Step(ty, Step::LoadPair(*j, *k, *op))),
+            (Node::Column(j), Node::Column(k)) => ops.push(Op::Step(ty, Step::LoadCombined(*j, *k, *op))),
             (_, Node::Column(k)) => {
                 lower(a, ops);
                 ops.push(Op::Step(ty, Step::LoadBin(*k, *op)));
@@ -95,7 +95,7 @@ pub(super) fn depth(ops: &[Op]) -> (usize, usize) {
     let at = |ty| if ty == Ty::F32 { 0 } else { 1 };
     for op in ops {
         match *op {
-            Op::Step(ty, Step::Load(_) | Step::LoadPair(..) | Step::Push(_)) => h[at(ty)] += 1,
+            Op::Step(ty, Step::Load(_) | Step::LoadCombined(..) | Step::Push(_)) => h[at(ty)] += 1,
             Op::Cast(ty) => {
                 h[1 - at(ty)] -= 1;
                 h[at(ty)] += 1;
@@ -134,7 +134,7 @@ impl Program {
             .iter()
             .flat_map(|op| match op {
                 Op::Step(_, Step::Load(k) | Step::LoadBin(k, _)) => vec![*k],
-                Op::Step(_, Step::LoadPair(j, k, _)) => vec![*j, *k],
+                Op::Step(_, Step::LoadCombined(j, k, _)) => vec![*j, *k],
                 _ => vec![],
             })
             .collect();

@@ -19,19 +19,19 @@ impl Program {
 
     /// The f64 sum of the results times `scale` (in `F`) over cells `from..from + n` in
     /// one pass over the stored values, nothing stored between: when the program is two
-    /// value columns combined ([`Step::LoadPair`]) that `cells` holds in place as `F`.
+    /// value columns combined ([`Step::LoadCombined`]) that `cells` holds in place as `F`.
     /// The results are those [`eval`](Self::eval) computes (the same operation on the
     /// same values); a scale of 1 changes none of them.
     #[inline(always)]
-    pub fn pair_sum<C: Cells, F: Lane + Elem>(&self, cells: &C, from: usize, n: usize, scale: F) -> Option<f64> {
-        let [Op::Step(ty, Step::LoadPair(j, k, a))] = self.ops[..] else {
+    pub fn combined_sum<C: Cells, F: Lane + Elem>(&self, cells: &C, from: usize, n: usize, scale: F) -> Option<f64> {
+        let [Op::Step(ty, Step::LoadCombined(j, k, a))] = self.ops[..] else {
             return None;
         };
         if ty != self.eval_ty() {
             return None;
         }
         let (x, y) = (cells.view::<F>(j, from, n)?, cells.view::<F>(k, from, n)?);
-        Some(pair_sum(x, y, a, scale))
+        Some(combined_sum_of(x, y, a, scale))
     }
 
     /// The results over `n` (at most [`BLOCK`]) cells of `cells`: those from `from`, or
@@ -58,7 +58,7 @@ impl Program {
     #[inline(always)]
     fn run<C: Cells>(&self, cells: &C, from: usize, at: Option<&[u32]>, n: usize, s: &mut Scratch) -> bool {
         let mut h = (0usize, 0usize);
-        let src = Source { cells, from, at, n };
+        let src = Operands { cells, from, at, n };
         let mut negative = false;
         for &op in &self.ops {
             negative |= match op {
@@ -104,12 +104,12 @@ where
 multiversion! {
     /// The f64 sum of `(x[i] op y[i]) * scale` ([`zip_sum`]), one loop per operation.
     #[inline(never)]
-    fn pair_sum[F](x: &[F], y: &[F], op: Arith, scale: F) -> f64 where [F: Lane + Elem] = pair_sum_body;
+    fn combined_sum_of[F](x: &[F], y: &[F], op: Arith, scale: F) -> f64 where [F: Lane + Elem] = combined_sum_of_body;
 }
 
-/// The body of [`pair_sum`], compiled into each of its copies.
+/// The body of [`combined_sum_of`], compiled into each of its copies.
 #[inline(always)]
-fn pair_sum_body<F>(x: &[F], y: &[F], op: Arith, scale: F) -> f64
+fn combined_sum_of_body<F>(x: &[F], y: &[F], op: Arith, scale: F) -> f64
 where
     F: Lane + Elem,
 {
@@ -136,7 +136,7 @@ pub(super) fn arith<F: Lane>(op: Arith, a: F, b: F) -> F {
 
 /// `top[i] = top[i] op x[i]` for value column `k`'s values `x` of the cells `src` names.
 #[inline(always)]
-pub(super) fn load_bin<C: Cells, F: Lane>(src: &Source<C>, k: usize, a: Arith, top: &mut [F]) {
+pub(super) fn load_bin<C: Cells, F: Lane>(src: &Operands<C>, k: usize, a: Arith, top: &mut [F]) {
     let (cells, from, at) = (src.cells, src.from, src.at);
     // One loop per operation, so none branches per element.
     match a {
@@ -149,7 +149,7 @@ pub(super) fn load_bin<C: Cells, F: Lane>(src: &Source<C>, k: usize, a: Arith, t
 }
 
 /// The cells one evaluation reads.
-pub(super) struct Source<'a, C> {
+pub(super) struct Operands<'a, C> {
     pub(super) cells: &'a C,
     pub(super) from: usize,
     pub(super) at: Option<&'a [u32]>,
@@ -159,7 +159,7 @@ pub(super) struct Source<'a, C> {
 /// Apply `op` to the stack of blocks `buf` of height `h` over `src`;
 /// true when a square root met a negative input.
 #[inline(always)]
-pub(super) fn step<C: Cells, F: Lane>(op: Step, src: &Source<C>, buf: &mut [F], h: &mut usize) -> bool {
+pub(super) fn step<C: Cells, F: Lane>(op: Step, src: &Operands<C>, buf: &mut [F], h: &mut usize) -> bool {
     let n = src.n;
     let top = |h: usize| (h - 1) * BLOCK..(h - 1) * BLOCK + n;
     match op {
@@ -169,7 +169,7 @@ pub(super) fn step<C: Cells, F: Lane>(op: Step, src: &Source<C>, buf: &mut [F], 
             *h += 1;
         }
         Step::LoadBin(k, a) => load_bin(src, k, a, &mut buf[top(*h)]),
-        Step::LoadPair(j, k, a) => {
+        Step::LoadCombined(j, k, a) => {
             let out = &mut buf[*h * BLOCK..][..n];
             let (cells, from) = (src.cells, src.from);
             match (src.at, cells.view::<F>(j, from, n), cells.view::<F>(k, from, n)) {

@@ -38,7 +38,7 @@ pub(super) enum Step {
     LoadBin(usize, Arith),
     /// Push value column `j` `op` value column `k`: one pass over both where the cells
     /// hold both in place ([`Cells::view`]), else a `Load` and a `LoadBin`.
-    LoadPair(usize, usize, Arith),
+    LoadCombined(usize, usize, Arith),
     /// Push a constant block.
     Push(f64),
     Neg,
