@@ -11,7 +11,7 @@
 //! tile of any size. A pushed limit stops each partition early. Only the projected value
 //! columns' payloads are read; with none, no payload is touched.
 
-use crate::exec::feed::payload::{Payload, PayloadMetrics, feed_payloads};
+use crate::exec::feed::payload::{Payload, PayloadMetrics, PayloadRead, feed_payloads};
 use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::exec::metrics::ScanMetrics;
 use crate::exec::tile::{axis_positions, value_array};
@@ -200,12 +200,14 @@ impl ExecutionPlan for TetScanExec {
             partition,
             context.clone(),
             "TetScanExec",
-            table.clone(),
-            columns,
-            self.fetch,
-            PayloadMetrics {
-                read: metrics.read.clone(),
-                decode: vec![metrics.decode_time.clone()],
+            PayloadRead {
+                table: table.clone(),
+                columns,
+                fetch: self.fetch,
+                metrics: PayloadMetrics {
+                    read: metrics.read.clone(),
+                    decode: vec![metrics.decode_time.clone()],
+                },
             },
         );
         let reader = PartitionReader {

@@ -296,24 +296,7 @@ pub fn chunk_tasks(rec: &DatasetRecord, sel: &[AxisSelection]) -> Vec<ChunkTask>
 mod tests {
     use super::*;
     use crate::format::DType;
-
-    /// The cells of `t` as tile-local coordinates, in the task's order.
-    fn cells_of(t: &ChunkTask) -> Vec<Vec<u64>> {
-        let mut out = vec![Vec::new()];
-        for axis in &t.local {
-            out = out
-                .into_iter()
-                .flat_map(|prefix| {
-                    axis.iter().flat_map(|&(a, b)| a..b).map(move |p| {
-                        let mut c = prefix.clone();
-                        c.push(p);
-                        c
-                    })
-                })
-                .collect();
-        }
-        out
-    }
+    use crate::plan::tasks::tests::cells_of;
 
     /// Global coordinates of the cells of `t` (a task of a dataset with `chunk_shape`), in
     /// the task's order.

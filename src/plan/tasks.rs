@@ -372,7 +372,7 @@ impl TaskCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::format::DType;
     use crate::format::DatasetRecord;
@@ -412,8 +412,9 @@ mod tests {
         assert_eq!(tasks.len(), 6);
     }
 
-    /// The cells of `t` as tile-local coordinates, in the task's order.
-    fn cells_of(t: &ChunkTask) -> Vec<Vec<u64>> {
+    /// The cells of `t` as tile-local coordinates, in the task's order (tests of the
+    /// common grid use it too).
+    pub(crate) fn cells_of(t: &ChunkTask) -> Vec<Vec<u64>> {
         let mut out = vec![Vec::new()];
         for axis in &t.local {
             out = out

@@ -8,7 +8,7 @@
 //! of a whole task of a 1 GiB f32 tile are 2 GiB each, allocated infallibly). The fold
 //! reserves that working set in the memory pool once ([`slab_bytes`]).
 
-use super::fold_plan::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
+use super::fold_plan::{FoldPlan, Input, InputKind, PairInput, SLAB_CELLS};
 use super::task_fold::TaskFold;
 use crate::exec::kernel::{Accumulators, CoMoment, Keep, fold_run, fold_value};
 use crate::exec::walk::{GroupIndex, Target, walk_segments};
@@ -67,7 +67,7 @@ pub(super) fn fold_task(
             Ok(a)
         };
         for (input, acc) in plan.inputs.iter().zip(accs.iter_mut()) {
-            if let Source::Evaluated { value, filter } = &input.source {
+            if let InputKind::Evaluated { value, filter } = &input.kind {
                 let value = value.map(&mut eval).transpose()?;
                 let filter = filter.map(|i| eval(i).and_then(boolean)).transpose()?;
                 let masks = Masks {

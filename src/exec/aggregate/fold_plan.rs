@@ -43,7 +43,7 @@ pub(super) fn union(a: Needs, b: Needs) -> Needs {
 
 /// What one set of accumulators folds.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Source {
+pub(super) enum InputKind {
     /// The tile's stored values kept by `ranges`; without the tile (a table of several
     /// datasets) the cells those ranges keep.
     Stored { ranges: ValueRanges },
@@ -74,15 +74,15 @@ pub(super) enum Source {
     },
 }
 
-impl Source {
-    /// The ranges of stored values that keep the source's cells (`None`: evaluated).
+impl InputKind {
+    /// The ranges of stored values that keep the input's cells (`None`: evaluated).
     pub(super) fn ranges(&self) -> Option<&ValueRanges> {
         match self {
-            Source::Stored { ranges }
-            | Source::Weighted { ranges, .. }
-            | Source::Program { ranges, .. }
-            | Source::WeightedProgram { ranges, .. } => Some(ranges),
-            Source::Evaluated { .. } => None,
+            InputKind::Stored { ranges }
+            | InputKind::Weighted { ranges, .. }
+            | InputKind::Program { ranges, .. }
+            | InputKind::WeightedProgram { ranges, .. } => Some(ranges),
+            InputKind::Evaluated { .. } => None,
         }
     }
 }
@@ -90,7 +90,7 @@ impl Source {
 /// One set of accumulators and how to read them.
 #[derive(Debug, Clone)]
 pub(super) struct Input {
-    pub(super) source: Source,
+    pub(super) kind: InputKind,
     pub(super) needs: Needs,
     /// The folded values are floats (else integers).
     pub(super) float: bool,
@@ -174,7 +174,7 @@ fn intern_by<T>(items: &mut Vec<T>, item: T, same: impl Fn(&T, &T) -> bool) -> u
 }
 
 impl FoldPlan {
-    /// The fold of `aggregation` over `table`: its inputs (shared by source), programs,
+    /// The fold of `aggregation` over `table`: its inputs (shared by kind), programs,
     /// pairs, weights and expressions, each once, and the slot of each aggregate.
     pub(super) fn new(table: &TableModel, aggregation: &Aggregation) -> Result<Self> {
         let dtype = table.dataset().dtype();
@@ -182,15 +182,15 @@ impl FoldPlan {
         let mut expr_index = |e: Expr| intern(&mut exprs, e);
         let row_filter = aggregation.filter.clone();
         let mut inputs: Vec<Input> = Vec::new();
-        // Inputs of one source share an accumulator, which keeps what each of them needs.
+        // Inputs of one kind share an accumulator, which keeps what each of them needs.
         let mut add = |input: Input| {
             let needs = input.needs;
-            let i = intern_by(&mut inputs, input, |a, b| a.source == b.source);
+            let i = intern_by(&mut inputs, input, |a, b| a.kind == b.kind);
             inputs[i].needs = union(inputs[i].needs, needs);
             i
         };
         let stored = |ranges| Input {
-            source: Source::Stored { ranges },
+            kind: InputKind::Stored { ranges },
             needs: Needs::default(),
             float: dtype.is_float(),
             unsigned: dtype.is_unsigned(),
@@ -237,7 +237,7 @@ impl FoldPlan {
             })
             .collect();
         let mut evaluated = |value: Option<Expr>, filter: &Option<Expr>, a: Option<&AggSpec>| Input {
-            source: Source::Evaluated {
+            kind: InputKind::Evaluated {
                 value: value.map(&mut expr_index),
                 filter: filter.clone().map(&mut expr_index),
             },
@@ -290,7 +290,7 @@ impl FoldPlan {
                 (false, _, Some(ranges)) if program.is_some() => {
                     let program = program_index(program.expect("checked"));
                     Input {
-                        source: Source::Program { program, ranges },
+                        kind: InputKind::Program { program, ranges },
                         needs: Needs::default(),
                         float: true,
                         unsigned: false,
@@ -300,7 +300,7 @@ impl FoldPlan {
                 (false, None, Some(ranges)) if weighted_program.is_some() => {
                     let (w, p) = weighted_program.expect("checked");
                     Input {
-                        source: Source::WeightedProgram {
+                        kind: InputKind::WeightedProgram {
                             program: program_index(p),
                             weight: weight_index(w.axis, w.weight),
                             f32_product: w.f32_product,
@@ -317,7 +317,7 @@ impl FoldPlan {
                     // The stored values are v unpacked.
                     let value = w.value.map(|m| packing.map_or(m, |p| p.then(m)));
                     Input {
-                        source: Source::Weighted {
+                        kind: InputKind::Weighted {
                             weight,
                             value,
                             f32_product: w.f32_product,
@@ -353,7 +353,7 @@ impl FoldPlan {
             of_agg.push(Slot::Input(i));
         }
         let uses_rows = pairs.iter().any(|p| matches!(p, PairInput::Evaluated { .. }))
-            || inputs.iter().any(|i| matches!(i.source, Source::Evaluated { .. }));
+            || inputs.iter().any(|i| matches!(i.kind, InputKind::Evaluated { .. }));
         let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
         let exprs = TileExprs::new(table, &exprs)?;
         // In a table of several datasets: the distinct filters of the inputs (which
@@ -366,7 +366,7 @@ impl FoldPlan {
                 PairInput::Compiled { ranges, .. } => Some(ranges),
                 PairInput::Evaluated { .. } => None,
             });
-            for r in inputs.iter().filter_map(|i| i.source.ranges()).chain(compiled) {
+            for r in inputs.iter().filter_map(|i| i.kind.ranges()).chain(compiled) {
                 if !r.is_empty() && !aligned_filters.contains(r) {
                     aligned_filters.push(r.clone());
                     aligned_columns.extend(r.columns());
@@ -377,8 +377,8 @@ impl FoldPlan {
         let aligned_columns = aligned_columns.into_iter().collect();
         let sum_and_count = match (table.is_multi(), dtype) {
             (false, DType::F32 | DType::F64) => {
-                let stored = |i: &Input| match &i.source {
-                    Source::Stored { ranges } => Some((ranges.of(0), i.needs)),
+                let stored = |i: &Input| match &i.kind {
+                    InputKind::Stored { ranges } => Some((ranges.of(0), i.needs)),
                     _ => None,
                 };
                 let sums = inputs

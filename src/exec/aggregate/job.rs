@@ -2,7 +2,7 @@ use super::emit::Emit;
 use super::fold_plan::FoldPlan;
 use super::partition_fold::PartitionFold;
 use crate::exec::feed::ChunkFeed;
-use crate::exec::feed::payload::{Payload, PayloadMetrics, payload_stream};
+use crate::exec::feed::payload::{Payload, PayloadMetrics, PayloadRead, payload_stream};
 use crate::exec::feed::{PoolAccount, exhausted};
 use crate::exec::kernel::{Accumulators, CoMoment};
 use crate::exec::metrics::{AggregateMetrics, Stopwatch};
@@ -84,17 +84,16 @@ impl FoldJob {
         let mut reservation =
             MemoryConsumer::new(format!("TetAggregateExec[{partition}]")).register(context.memory_pool());
         let tiles = PoolAccount::new(context.memory_pool(), format!("TetAggregateExec[{partition}] tiles"));
-        let payloads = payload_stream(
-            table.clone(),
-            tasks,
-            self.aggregation.value_columns(table),
-            self.fetch,
-            PayloadMetrics {
+        let read = PayloadRead {
+            table: table.clone(),
+            columns: self.aggregation.value_columns(table),
+            fetch: self.fetch,
+            metrics: PayloadMetrics {
                 read: metrics.read.clone(),
                 decode: metrics.fold_timers.to_vec(),
             },
-            tiles,
-        );
+        };
+        let payloads = payload_stream(read, tasks, tiles);
         let (accs, pairs) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
         Ok(Folded {
             accs,

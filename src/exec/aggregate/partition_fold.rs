@@ -5,7 +5,7 @@
 use super::cell_kernels::{PairKernel, ProgramKernel, RowKernel, WeightedProgramKernel};
 use super::cell_walk::{CellWalk, TaskCells};
 use super::evaluated;
-use super::fold_plan::{FoldPlan, Input, PairInput, SLAB_CELLS, Source};
+use super::fold_plan::{FoldPlan, Input, InputKind, PairInput, SLAB_CELLS};
 use super::stored::{fold_stored, fold_sum_and_count};
 use super::task_fold::TaskFold;
 use super::weighted::{Weights, fold_weighted};
@@ -130,13 +130,13 @@ impl<'a> PartitionFold<'a> {
         let direct = fold
             .inputs
             .iter()
-            .filter(|i| match &i.source {
-                Source::Evaluated { .. } => false,
-                Source::Stored { ranges } if !i.needs.reads_values(missing, !ranges.is_empty()) => false,
-                Source::Weighted {
+            .filter(|i| match &i.kind {
+                InputKind::Evaluated { .. } => false,
+                InputKind::Stored { ranges } if !i.needs.reads_values(missing, !ranges.is_empty()) => false,
+                InputKind::Weighted {
                     value: None, ranges, ..
                 } if ranges.is_empty() => false,
-                Source::Stored { ranges } => tile || aligned_rows(aligned, ranges),
+                InputKind::Stored { ranges } => tile || aligned_rows(aligned, ranges),
                 _ => true,
             })
             .count()
@@ -154,7 +154,7 @@ impl<'a> PartitionFold<'a> {
         let fold = self.fold;
         let sum_and_count = fold.sum_and_count.zip(tile);
         if let Some(((a, b), tile)) = sum_and_count {
-            let range = fold.inputs[b].source.ranges().and_then(|r| r.of(0));
+            let range = fold.inputs[b].kind.ranges().and_then(|r| r.of(0));
             let [sums, counts] = self
                 .accs
                 .get_disjoint_mut([a, b])
@@ -203,16 +203,16 @@ fn fold_input(
     tile: Option<&Buffer>,
     aligned: bool,
 ) -> Result<()> {
-    match &input.source {
-        Source::Stored { ranges } if aligned_rows(aligned, ranges) => {
+    match &input.kind {
+        InputKind::Stored { ranges } if aligned_rows(aligned, ranges) => {
             let mut kernel = RowKernel {
                 acc,
                 at: vec![0; BLOCK],
             };
             walk.run(&[], ranges, None, &mut kernel)?
         }
-        Source::Stored { ranges } => fold_stored(walk.at, acc, tile, ranges.of(0)),
-        Source::Program { program, ranges } => {
+        InputKind::Stored { ranges } => fold_stored(walk.at, acc, tile, ranges.of(0)),
+        InputKind::Program { program, ranges } => {
             let program = &fold.programs[*program];
             let mut kernel = ProgramKernel {
                 acc,
@@ -222,7 +222,7 @@ fn fold_input(
             };
             walk.run(program.columns(), ranges, None, &mut kernel)?
         }
-        Source::Weighted {
+        InputKind::Weighted {
             weight,
             value,
             f32_product,
@@ -236,7 +236,7 @@ fn fold_input(
             };
             fold_weighted(walk.at, acc, tile, w, ranges.of(0))?
         }
-        Source::WeightedProgram {
+        InputKind::WeightedProgram {
             program,
             weight,
             f32_product,
@@ -256,7 +256,7 @@ fn fold_input(
             };
             walk.run(program.columns(), ranges, Some(axis), &mut kernel)?
         }
-        Source::Evaluated { .. } => {}
+        InputKind::Evaluated { .. } => {}
     }
     Ok(())
 }

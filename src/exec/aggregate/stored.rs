@@ -55,7 +55,7 @@ pub(super) fn fold_sum_and_count(
         };
         let keep_counts = Keep { missing, range };
         let t = elements::<T>(tile);
-        // Segments, not blocks of rows: a kernel folding a block of rows of the pair (as
+        // Segments, not blocks of rows: a kernel folding a block of rows of the two (as
         // `fold_rows` folds them) measured slower (docs/performance.md).
         walk_segments(gi, task, start, None, |s| {
             let run = &t[s.tile_offset..s.tile_offset + s.len];

@@ -9,7 +9,7 @@ use super::chunk_feed::ChunkFeed;
 use super::reservation::{PoolAccount, held};
 use crate::exec::metrics::{ReadMetrics, Stopwatch};
 use crate::format::{Codec, codec};
-use crate::io::{FetchOptions, windows};
+use crate::io::{FetchOptions, TetSource, windows};
 use crate::plan::{ChunkTask, TableModel};
 use arrow::buffer::Buffer;
 use bytes::Bytes;
@@ -36,23 +36,28 @@ pub(crate) struct PayloadMetrics {
     pub decode: Vec<Time>,
 }
 
-/// The payloads of output `partition` of a node fed by `feed`: its chunk ids first, then
-/// [`payload_stream`] over their tasks.
-#[allow(clippy::too_many_arguments)]
+/// What a partition reads of its tasks: the value columns `columns` (indices into
+/// `table.values`) of `table`, fetched with `fetch`, timed into `metrics`.
+pub(crate) struct PayloadRead {
+    pub table: Arc<TableModel>,
+    pub columns: Vec<usize>,
+    pub fetch: FetchOptions,
+    pub metrics: PayloadMetrics,
+}
+
+/// The payloads of output `partition` of a node (`node`, for messages) fed by `feed`: its
+/// chunk ids first, then [`payload_stream`] over their tasks.
 pub(crate) fn feed_payloads(
     feed: ChunkFeed,
     partition: usize,
     context: Arc<TaskContext>,
     node: &'static str,
-    table: Arc<TableModel>,
-    columns: Vec<usize>,
-    opts: FetchOptions,
-    metrics: PayloadMetrics,
+    read: PayloadRead,
 ) -> BoxStream<'static, Result<Payload>> {
     futures::stream::once(async move {
         let memory = PoolAccount::new(context.memory_pool(), format!("{node}[{partition}] tiles"));
         let tasks = feed.tasks_of(partition, context, node).await?;
-        Ok::<_, DataFusionError>(payload_stream(table, tasks, columns, opts, metrics, memory))
+        Ok::<_, DataFusionError>(payload_stream(read, tasks, memory))
     })
     .try_flatten()
     .boxed()
@@ -75,13 +80,16 @@ pub(crate) fn feed_payloads(
 /// [`reservation`](super::reservation)); the stream fails with DataFusion's resources
 /// exhausted error, naming the file and chunk, when the pool cannot hold one.
 pub(crate) fn payload_stream(
-    table: Arc<TableModel>,
+    read: PayloadRead,
     tasks: Vec<Arc<ChunkTask>>,
-    columns: Vec<usize>,
-    opts: FetchOptions,
-    metrics: PayloadMetrics,
     memory: PoolAccount,
 ) -> BoxStream<'static, Result<Payload>> {
+    let PayloadRead {
+        table,
+        columns,
+        fetch: opts,
+        metrics,
+    } = read;
     let memory = Arc::new(memory);
     let n = table.values.len();
     if columns.is_empty() {
@@ -189,7 +197,7 @@ pub(crate) fn payload_stream(
             .try_flatten()
             .boxed()
     };
-    let state = Aligner {
+    let state = TileKeeper {
         table,
         reads,
         columns: columns.into(),
@@ -222,10 +230,10 @@ pub(crate) fn payload_stream(
 }
 
 /// The decoded tiles a partition still needs, filled from the fetched payloads in order.
-struct Aligner {
+struct TileKeeper {
     table: Arc<TableModel>,
     reads: Arc<Vec<(usize, u64)>>,
-    /// Shared, so that a task's walk over them may borrow the aligner mutably.
+    /// Shared, so that a task's walk over them may borrow the keeper mutably.
     columns: Arc<[usize]>,
     /// The last task using each chunk; `None` when each chunk is one task's (then the
     /// fetched payloads come in the order the tasks need them and nothing is kept).
@@ -236,12 +244,18 @@ struct Aligner {
     memory: Arc<PoolAccount>,
 }
 
-impl Aligner {
+impl TileKeeper {
     /// `Ok` while the bytes of every file read are the file's; `at_end` also looks at each
     /// local file's path (one `stat` per file and partition).
     fn check_intact(&self, at_end: bool) -> Result<()> {
+        // Columns of one file share its source: each source is looked at once.
+        let mut seen: Vec<&Arc<TetSource>> = Vec::new();
         for &k in self.columns.iter() {
-            self.table.values[k].source.check_intact(at_end)?;
+            let source = &self.table.values[k].source;
+            if !seen.iter().any(|s| Arc::ptr_eq(s, source)) {
+                source.check_intact(at_end)?;
+                seen.push(source);
+            }
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ pub(super) fn sum_and_count_stats<T: Elem>(
 }
 
 /// [`sum_and_count_lanes`] with the test of the missing rule that decides it; `None` for a list
-/// of values (the pair does not take it). `nan_in`: the range holds NaNs.
+/// of values (the sum and count does not take it). `nan_in`: the range holds NaNs.
 #[inline(always)]
 pub(super) fn sum_and_count_by_rule<T: Elem>(
     run: &[T],

@@ -584,7 +584,7 @@ fn variances_of_runs_agree_with_brute_force() {
 #[test]
 fn sum_and_count_fold_in_one_pass_as_apart() {
     // `fold_run_sum_and_count` must give each input what `fold_run` gives it alone, bit for bit,
-    // whether `sum_and_count_stats` takes the pair or not; it must take the pairs it is for.
+    // whether `sum_and_count_stats` takes the two or not; it must take those it is for.
     fn check<T: Elem + std::fmt::Debug>(vals: &[T], missing: &Missing<T>, range: KeyRange, one_pass: bool) {
         let sums = Keep {
             missing: missing.clone(),
@@ -672,7 +672,7 @@ fn sum_and_count_fold_in_one_pass_as_apart() {
                 check(&f64s, &Missing::default(), r, true);
                 check(&f64s, &nan64, r, true);
                 check(&f64s, &fill64, r, true);
-                // Two fill values, and types the pair is not for: two passes.
+                // Two fill values, and types it is not for: two passes.
                 let fills = Missing {
                     values: vec![1.5f32, 3.0],
                     nan: false,
