@@ -149,7 +149,7 @@ fn imports(file: &Path, src: &Path, text: &str) -> Vec<(usize, PathBuf)> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
-        if code.starts_with("mod tests") {
+        if code.trim_start_matches("pub(crate) ").starts_with("mod tests") {
             break; // a file's unit tests come last; their `super::` is the file itself
         }
         if code.starts_with("//") || code.starts_with("mod ") || code.starts_with("pub mod ") {
