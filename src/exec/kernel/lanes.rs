@@ -64,29 +64,10 @@ pub(super) fn for_blocks<T, const N: usize>(x: &[T], mut f: impl FnMut(&[T; N]))
     rest
 }
 
-/// Elements of a block of [`counted_blocks`]: each of the [`L`] count lanes sees at most
-/// 2^24 of them, far below where a u32 wraps.
-const COUNT_BLOCK: usize = L << 24;
-
-/// Call `f` on `run` block by block with `K` sets of [`L`] u32 count lanes, zero at the
-/// start of each block, and return their sums over all blocks in u64. A comparison's mask
-/// is as wide as the element (32 bits for f32), so counting in u32 lanes keeps the loop's
-/// vectors unshuffled; the blocks keep those lanes from wrapping. `f` also receives the
-/// index of the block's first element.
-#[inline(always)]
-pub(super) fn counted_blocks<T, const K: usize>(
-    run: &[T],
-    mut f: impl FnMut(usize, &[T], &mut [[u32; L]; K]),
-) -> [[u64; L]; K] {
-    let mut total = [[0u64; L]; K];
-    for (b, block) in run.chunks(COUNT_BLOCK).enumerate() {
-        let mut counts = [[0u32; L]; K];
-        f(b * COUNT_BLOCK, block, &mut counts);
-        for (t, c) in total.iter_mut().zip(counts) {
-            for i in 0..L {
-                t[i] += c[i] as u64;
-            }
-        }
-    }
-    total
-}
+/// Elements of a block whose counts a kernel keeps in u32 lanes: a comparison's mask is
+/// as wide as the element (32 bits for f32), so counting in u32 lanes keeps the loop's
+/// vectors unshuffled, and each of the [`L`] lanes sees at most 2^24 elements of a block,
+/// far below where a u32 wraps. The loops stay written out in each kernel: one driver
+/// taking the loop as a closure measured several times slower on counting folds
+/// (docs/performance.md).
+pub(super) const COUNT_BLOCK: usize = L << 24;

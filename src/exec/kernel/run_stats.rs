@@ -5,7 +5,7 @@
 use super::accumulators::Needs;
 use super::elem::{Elem, nan_sign};
 use super::keep::{Keep, MissingCheck, RangeCheck};
-use super::lanes::{L, counted_blocks, eight_lanes_total, for_blocks};
+use super::lanes::{COUNT_BLOCK, L, eight_lanes_total, for_blocks};
 
 /// Statistics of one run (valid = not missing).
 #[derive(Debug, Clone, Copy)]
@@ -54,26 +54,25 @@ pub(super) fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, con
         // element, so fixed lanes over whole blocks need no shuffle (the plain reduction
         // below indexed its loads). The general loop at the end does the same counting,
         // but measured slower for it (docs/performance.md).
-        [s.n, s.nans] = counted_blocks(
-            run,
-            #[inline(always)]
-            |_, block, [n, nans]| {
-                for_blocks(
-                    block,
-                    #[inline(always)]
-                    |c: &[T; L]| {
-                        for i in 0..L {
-                            n[i] += ok(c[i]) as u32;
-                            if NAN {
-                                #[allow(clippy::eq_op)]
-                                let nan = c[i] != c[i];
-                                nans[i] += nan as u32;
-                            }
+        for block in run.chunks(COUNT_BLOCK) {
+            let (mut n, mut nans) = ([0u32; L], [0u32; L]);
+            for_blocks(
+                block,
+                #[inline(always)]
+                |c: &[T; L]| {
+                    for i in 0..L {
+                        n[i] += ok(c[i]) as u32;
+                        if NAN {
+                            #[allow(clippy::eq_op)]
+                            let nan = c[i] != c[i];
+                            nans[i] += nan as u32;
                         }
-                    },
-                );
-            },
-        );
+                    }
+                },
+            );
+            s.n[0] += n.iter().map(|&k| k as u64).sum::<u64>();
+            s.nans[0] += nans.iter().map(|&k| k as u64).sum::<u64>();
+        }
         return s;
     }
     if !(FS || IS || MM) {
@@ -90,40 +89,42 @@ pub(super) fn lanes<T: Elem, const FS: bool, const IS: bool, const MM: bool, con
         }
         return s;
     }
-    [s.n, s.nans] = counted_blocks(
-        run,
-        #[inline(always)]
-        |_, block, [n, nans]| {
-            for_blocks(
-                block,
-                #[inline(always)]
-                |c: &[T; L]| {
-                    for i in 0..L {
-                        let x = c[i];
-                        let k = ok(x);
-                        n[i] += k as u32;
-                        if FS {
-                            s.fs[i] += if k { x.f() } else { 0.0 };
-                        }
-                        if IS {
-                            s.is[i] = s.is[i].wrapping_add(if k { x.bits() } else { 0 });
-                        }
-                        if MM {
-                            // Plain comparisons keep this loop vectorized; zeros of the
-                            // other sign are looked for once per run (`signed_zeros`).
-                            s.mn[i] = if k && x < s.mn[i] { x } else { s.mn[i] };
-                            s.mx[i] = if k && x > s.mx[i] { x } else { s.mx[i] };
-                        }
-                        if NAN {
-                            #[allow(clippy::eq_op)]
-                            let nan = x != x;
-                            nans[i] += nan as u32;
-                        }
+    for block in run.chunks(COUNT_BLOCK) {
+        let mut n = [0u32; L];
+        let mut nans = [0u32; L];
+        for_blocks(
+            block,
+            #[inline(always)]
+            |c: &[T; L]| {
+                for i in 0..L {
+                    let x = c[i];
+                    let k = ok(x);
+                    n[i] += k as u32;
+                    if FS {
+                        s.fs[i] += if k { x.f() } else { 0.0 };
                     }
-                },
-            );
-        },
-    );
+                    if IS {
+                        s.is[i] = s.is[i].wrapping_add(if k { x.bits() } else { 0 });
+                    }
+                    if MM {
+                        // Plain comparisons keep this loop vectorized; zeros of the
+                        // other sign are looked for once per run (`signed_zeros`).
+                        s.mn[i] = if k && x < s.mn[i] { x } else { s.mn[i] };
+                        s.mx[i] = if k && x > s.mx[i] { x } else { s.mx[i] };
+                    }
+                    if NAN {
+                        #[allow(clippy::eq_op)]
+                        let nan = x != x;
+                        nans[i] += nan as u32;
+                    }
+                }
+            },
+        );
+        for i in 0..L {
+            s.n[i] += n[i] as u64;
+            s.nans[i] += nans[i] as u64;
+        }
+    }
     s
 }
 

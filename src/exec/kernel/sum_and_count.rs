@@ -5,7 +5,7 @@
 use super::accumulators::{Accumulators, Needs};
 use super::elem::Elem;
 use super::keep::{Keep, MissingCheck, RangeCheck};
-use super::lanes::{L, counted_blocks, eight_lanes_total, for_blocks};
+use super::lanes::{COUNT_BLOCK, L, eight_lanes_total, for_blocks};
 use super::run_stats::{RunStats, run_stats};
 use super::runs::add_run;
 use super::simd::multiversion;
@@ -81,40 +81,40 @@ pub(super) fn sum_and_count_lanes<T: Elem, const ALL: bool, const NAN: bool>(
     inside: impl Fn(T) -> bool,
 ) -> (RunStats<T>, RunStats<T>, u64) {
     let mut fs = [0f64; L];
-    let [t, c, z] = counted_blocks(
-        run,
-        #[inline(always)]
-        |_, block, [t, c, z]| {
-            for piece in block.chunks(PIECE) {
-                for_blocks(
-                    piece,
-                    #[inline(always)]
-                    |b: &[T; L]| {
-                        for i in 0..L {
-                            fs[i] += if base(b[i]) { b[i].f() } else { 0.0 };
+    let (mut taken, mut counted, mut nans) = (0u64, 0u64, 0u64);
+    for block in run.chunks(COUNT_BLOCK) {
+        let (mut t, mut c, mut z) = ([0u32; L], [0u32; L], [0u32; L]);
+        for piece in block.chunks(PIECE) {
+            for_blocks(
+                piece,
+                #[inline(always)]
+                |b: &[T; L]| {
+                    for i in 0..L {
+                        fs[i] += if base(b[i]) { b[i].f() } else { 0.0 };
+                    }
+                },
+            );
+            for_blocks(
+                piece,
+                #[inline(always)]
+                |b: &[T; L]| {
+                    for i in 0..L {
+                        let k = base(b[i]);
+                        if !ALL {
+                            t[i] += k as u32;
                         }
-                    },
-                );
-                for_blocks(
-                    piece,
-                    #[inline(always)]
-                    |b: &[T; L]| {
-                        for i in 0..L {
-                            let k = base(b[i]);
-                            if !ALL {
-                                t[i] += k as u32;
-                            }
-                            #[allow(clippy::eq_op)]
-                            let nan = NAN && b[i] != b[i];
-                            c[i] += (k & (inside(b[i]) | nan)) as u32;
-                            z[i] += nan as u32;
-                        }
-                    },
-                );
-            }
-        },
-    );
-    let (mut taken, mut counted, mut nans) = (t.iter().sum::<u64>(), c.iter().sum::<u64>(), z.iter().sum::<u64>());
+                        #[allow(clippy::eq_op)]
+                        let nan = NAN && b[i] != b[i];
+                        c[i] += (k & (inside(b[i]) | nan)) as u32;
+                        z[i] += nan as u32;
+                    }
+                },
+            );
+        }
+        taken += t.iter().map(|&k| k as u64).sum::<u64>();
+        counted += c.iter().map(|&k| k as u64).sum::<u64>();
+        nans += z.iter().map(|&k| k as u64).sum::<u64>();
+    }
     // Opaque to LLVM, as in `run_stats`: the pairwise total below otherwise reorders
     // the lanes' vectors.
     let mut fs = std::hint::black_box(fs);

@@ -4,7 +4,7 @@
 use super::accumulators::{Accumulators, Needs};
 use super::elem::Elem;
 use super::keep::Keep;
-use super::lanes::{L, WIDE, counted_blocks, eight_lanes_total, for_blocks, wide_lanes_total};
+use super::lanes::{COUNT_BLOCK, L, WIDE, eight_lanes_total, for_blocks, wide_lanes_total};
 use super::run_stats::run_stats;
 use super::simd::multiversion;
 use crate::plan::Affine;
@@ -60,28 +60,31 @@ pub(super) fn dot_lanes<T: Elem>(
     product: &impl Fn(T, f64) -> f64,
     weight: &impl Fn(usize) -> Option<f64>,
 ) -> ([u64; L], [f64; L]) {
+    let mut n = [0u64; L];
     let mut s = [0f64; L];
-    let [n] = counted_blocks(
-        run,
-        #[inline(always)]
-        |base, block, [m]| {
-            let mut at = base;
-            for_blocks(
-                block,
-                #[inline(always)]
-                |c: &[T; L]| {
-                    for i in 0..L {
-                        let x = c[i];
-                        let w = weight(at + i);
-                        let take = w.is_some() & ok(x);
-                        m[i] += take as u32;
-                        s[i] += if take { product(x, w.unwrap_or(0.0)) } else { 0.0 };
-                    }
-                    at += L;
-                },
-            );
-        },
-    );
+    // Counts in 32-bit lanes (as `lanes`) over blocks short enough not to wrap.
+    for (b, block) in run.chunks(COUNT_BLOCK).enumerate() {
+        let base = b * COUNT_BLOCK;
+        let mut m = [0u32; L];
+        let mut at = base;
+        for_blocks(
+            block,
+            #[inline(always)]
+            |c: &[T; L]| {
+                for i in 0..L {
+                    let x = c[i];
+                    let w = weight(at + i);
+                    let take = w.is_some() & ok(x);
+                    m[i] += take as u32;
+                    s[i] += if take { product(x, w.unwrap_or(0.0)) } else { 0.0 };
+                }
+                at += L;
+            },
+        );
+        for i in 0..L {
+            n[i] += m[i] as u64;
+        }
+    }
     (n, s)
 }
 
