@@ -29,8 +29,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-// datafusion-cli's allocator: planning allocates many small objects per query, and glibc's
-// malloc took about 0.1 ms longer to plan each benchmark query (docs/performance.md).
+// datafusion-cli's allocator: planning allocates many small objects per query, which
+// glibc's malloc served measurably slower (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

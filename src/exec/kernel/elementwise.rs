@@ -74,13 +74,48 @@ where
     match (keep.missing.check(), keep.range) {
         (MissingCheck::Nothing, None) => {
             acc.count_later(g, run.len());
-            consecutive(acc, g, run, Counts::Done, |_| true)
+            consecutive(
+                acc,
+                g,
+                run,
+                Counts::Done,
+                #[inline(always)]
+                |_| true,
+            )
         }
         #[allow(clippy::eq_op)]
-        (MissingCheck::Nan, None) => consecutive(acc, g, run, Counts::Each, |x| x == x),
-        (MissingCheck::Fill(fv), None) => consecutive(acc, g, run, Counts::Each, |x| x != fv),
-        (MissingCheck::List, None) => consecutive(acc, g, run, Counts::Each, |x| keep.test(x)),
-        (_, Some(_)) => consecutive(acc, g, run, Counts::Kept, |x| keep.test(x)),
+        (MissingCheck::Nan, None) => consecutive(
+            acc,
+            g,
+            run,
+            Counts::Each,
+            #[inline(always)]
+            |x| x == x,
+        ),
+        (MissingCheck::Fill(fv), None) => consecutive(
+            acc,
+            g,
+            run,
+            Counts::Each,
+            #[inline(always)]
+            |x| x != fv,
+        ),
+        (MissingCheck::List, None) => consecutive(
+            acc,
+            g,
+            run,
+            Counts::Each,
+            #[inline(always)]
+            |x| keep.test(x),
+        ),
+        (_, Some(_)) => consecutive(
+            acc,
+            g,
+            run,
+            Counts::Kept,
+            #[inline(always)]
+            |x| keep.test(x),
+        ),
     }
 }
 

@@ -202,7 +202,14 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
             // has AVX2, so AVX.
             let done = unsafe { super::simd::f32_lane_sums(x, &mut s) };
             if done > 0 {
-                let more = std::hint::black_box(lanes::<T, true, false, false, false>(&run[done..], |_| true).fs);
+                let more = std::hint::black_box(
+                    lanes::<T, true, false, false, false>(
+                        &run[done..],
+                        #[inline(always)]
+                        |_| true,
+                    )
+                    .fs,
+                );
                 for (a, b) in s.iter_mut().zip(more) {
                     *a += b;
                 }
@@ -213,16 +220,43 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
         // total's pairs, with a shuffle per load, which ran slower.
         return summed(
             run,
-            std::hint::black_box(lanes::<T, true, false, false, false>(run, |_| true).fs),
+            std::hint::black_box(
+                lanes::<T, true, false, false, false>(
+                    run,
+                    #[inline(always)]
+                    |_| true,
+                )
+                .fs,
+            ),
         );
     }
     let check = missing.check();
     let s = match (keep.range, check) {
-        (_, MissingCheck::List) => lanes_for::<T, false>(run, needs, |x| keep.test(x)),
-        (None, MissingCheck::Nothing) => lanes_for::<T, false>(run, needs, |_| true),
+        (_, MissingCheck::List) => lanes_for::<T, false>(
+            run,
+            needs,
+            #[inline(always)]
+            |x| keep.test(x),
+        ),
+        (None, MissingCheck::Nothing) => lanes_for::<T, false>(
+            run,
+            needs,
+            #[inline(always)]
+            |_| true,
+        ),
         #[allow(clippy::eq_op)]
-        (None, MissingCheck::Nan) => lanes_for::<T, false>(run, needs, |x| x == x),
-        (None, MissingCheck::Fill(fv)) => lanes_for::<T, false>(run, needs, |x| x != fv),
+        (None, MissingCheck::Nan) => lanes_for::<T, false>(
+            run,
+            needs,
+            #[inline(always)]
+            |x| x == x,
+        ),
+        (None, MissingCheck::Fill(fv)) => lanes_for::<T, false>(
+            run,
+            needs,
+            #[inline(always)]
+            |x| x != fv,
+        ),
         (Some(range), check) => {
             // Comparisons in the stored type where bounds convert exactly, else as f64;
             // NaNs decided by the rule, or (some NaNs only, as `v > c` keeps the positive
@@ -235,29 +269,62 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
                 nan_in,
                 nan_by_keys,
             } = RangeCheck::<T>::of(range, missing.nan);
-            let in_range = |x: T| {
-                #[allow(clippy::eq_op)]
-                let nan = nan_in && x != x;
-                let inside = match native {
-                    Some((l, h)) => (l <= x) & (x <= h),
-                    None => (lo <= x.f()) & (x.f() <= hi),
-                };
-                inside | nan
-            };
+            let r = (native, lo, hi, nan_in);
             let s = match check.fill() {
-                None if nan_in => lanes_for::<T, true>(run, needs, in_range),
-                None => lanes_for::<T, false>(run, needs, in_range),
-                Some(fv) if nan_in => lanes_for::<T, true>(run, needs, |x| in_range(x) & (x != fv)),
-                Some(fv) => lanes_for::<T, false>(run, needs, |x| in_range(x) & (x != fv)),
+                None if nan_in => lanes_for::<T, true>(
+                    run,
+                    needs,
+                    #[inline(always)]
+                    |x| in_range(x, r),
+                ),
+                None => lanes_for::<T, false>(
+                    run,
+                    needs,
+                    #[inline(always)]
+                    |x| in_range(x, r),
+                ),
+                Some(fv) if nan_in => lanes_for::<T, true>(
+                    run,
+                    needs,
+                    #[inline(always)]
+                    |x| in_range(x, r) & (x != fv),
+                ),
+                Some(fv) => lanes_for::<T, false>(
+                    run,
+                    needs,
+                    #[inline(always)]
+                    |x| in_range(x, r) & (x != fv),
+                ),
             };
             if nan_by_keys && s.nans.iter().any(|&k| k > 0) {
-                lanes_for::<T, false>(run, needs, |x| keep.test(x))
+                lanes_for::<T, false>(
+                    run,
+                    needs,
+                    #[inline(always)]
+                    |x| keep.test(x),
+                )
             } else {
                 s
             }
         }
     };
     combine_lanes(run, keep, needs, s)
+}
+
+/// Whether `x` lies in the range `(native, lo, hi, nan_in)` of a [`RangeCheck`]: between
+/// the native bounds where they convert exactly, else as f64; a NaN inside when `nan_in`.
+/// A function, not a closure: the kernels that inline it live in other files, and a
+/// closure is compiled where it is written unless inlined there.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+pub(super) fn in_range<T: Elem>(x: T, (native, lo, hi, nan_in): (Option<(T, T)>, f64, f64, bool)) -> bool {
+    #[allow(clippy::eq_op)]
+    let nan = nan_in && x != x;
+    let inside = match native {
+        Some((l, h)) => (l <= x) & (x <= h),
+        None => (lo <= x.f()) & (x.f() <= hi),
+    };
+    inside | nan
 }
 
 /// Combine the lanes of `run` and fold its remainder.
@@ -351,11 +418,31 @@ pub(super) fn signed_zeros<T: Elem>(run: &[T], keep: &Keep<T>, out: &mut RunStat
 #[inline(always)]
 pub(super) fn run_m2<T: Elem>(run: &[T], keep: &Keep<T>, mean: f64) -> f64 {
     match (keep.range, keep.missing.check()) {
-        (None, MissingCheck::Nothing) => m2_of(run, mean, |_| true),
+        (None, MissingCheck::Nothing) => m2_of(
+            run,
+            mean,
+            #[inline(always)]
+            |_| true,
+        ),
         #[allow(clippy::eq_op)]
-        (None, MissingCheck::Nan) => m2_of(run, mean, |x| x == x),
-        (None, MissingCheck::Fill(fv)) => m2_of(run, mean, |x| x != fv),
-        _ => m2_of(run, mean, |x| keep.test(x)),
+        (None, MissingCheck::Nan) => m2_of(
+            run,
+            mean,
+            #[inline(always)]
+            |x| x == x,
+        ),
+        (None, MissingCheck::Fill(fv)) => m2_of(
+            run,
+            mean,
+            #[inline(always)]
+            |x| x != fv,
+        ),
+        _ => m2_of(
+            run,
+            mean,
+            #[inline(always)]
+            |x| keep.test(x),
+        ),
     }
 }
 

@@ -32,8 +32,20 @@ pub(super) fn sum_and_count_stats<T: Elem>(
     let r = RangeCheck::<T>::of(range, missing.nan);
     let (lo, hi) = (r.lo, r.hi);
     let (sum, count, nans) = match r.native {
-        Some((l, h)) => sum_and_count_by_rule(run, missing.check(), r.nan_in, |x: T| (l <= x) & (x <= h))?,
-        None => sum_and_count_by_rule(run, missing.check(), r.nan_in, |x: T| (lo <= x.f()) & (x.f() <= hi))?,
+        Some((l, h)) => sum_and_count_by_rule(
+            run,
+            missing.check(),
+            r.nan_in,
+            #[inline(always)]
+            |x: T| (l <= x) & (x <= h),
+        )?,
+        None => sum_and_count_by_rule(
+            run,
+            missing.check(),
+            r.nan_in,
+            #[inline(always)]
+            |x: T| (lo <= x.f()) & (x.f() <= hi),
+        )?,
     };
     // Decided by keys as `run_stats` decides them: the range holds some NaNs, and the
     // lanes met one.
@@ -55,11 +67,36 @@ pub(super) fn sum_and_count_by_rule<T: Elem>(
 ) -> Option<(RunStats<T>, RunStats<T>, u64)> {
     Some(match check {
         #[allow(clippy::eq_op)]
-        MissingCheck::Nan => sum_and_count_lanes::<T, false, false>(run, |x| x == x, inside),
-        MissingCheck::Nothing if nan_in => sum_and_count_lanes::<T, true, true>(run, |_| true, inside),
-        MissingCheck::Nothing => sum_and_count_lanes::<T, true, false>(run, |_| true, inside),
-        MissingCheck::Fill(fv) if nan_in => sum_and_count_lanes::<T, false, true>(run, |x| x != fv, inside),
-        MissingCheck::Fill(fv) => sum_and_count_lanes::<T, false, false>(run, |x| x != fv, inside),
+        MissingCheck::Nan => sum_and_count_lanes::<T, false, false>(
+            run,
+            #[inline(always)]
+            |x| x == x,
+            inside,
+        ),
+        MissingCheck::Nothing if nan_in => sum_and_count_lanes::<T, true, true>(
+            run,
+            #[inline(always)]
+            |_| true,
+            inside,
+        ),
+        MissingCheck::Nothing => sum_and_count_lanes::<T, true, false>(
+            run,
+            #[inline(always)]
+            |_| true,
+            inside,
+        ),
+        MissingCheck::Fill(fv) if nan_in => sum_and_count_lanes::<T, false, true>(
+            run,
+            #[inline(always)]
+            |x| x != fv,
+            inside,
+        ),
+        MissingCheck::Fill(fv) => sum_and_count_lanes::<T, false, false>(
+            run,
+            #[inline(always)]
+            |x| x != fv,
+            inside,
+        ),
         MissingCheck::List => return None,
     })
 }

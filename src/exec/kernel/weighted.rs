@@ -113,9 +113,21 @@ where
     let chunks = run.len() / L * L;
     // One loop per case, so neither branches per element.
     let (n, s) = if plain {
-        dot_lanes(&run[..chunks], |_| true, &product, &weight)
+        dot_lanes(
+            &run[..chunks],
+            #[inline(always)]
+            |_| true,
+            &product,
+            &weight,
+        )
     } else {
-        dot_lanes(&run[..chunks], |x| keep.test(x), &product, &weight)
+        dot_lanes(
+            &run[..chunks],
+            #[inline(always)]
+            |x| keep.test(x),
+            &product,
+            &weight,
+        )
     };
     dot_rest(acc, g, run, keep, (n, s), product, weight);
 }
@@ -140,7 +152,13 @@ where
     if !keep.takes_all() {
         // As `fold_dot` with the weight constant.
         let chunks = run.len() / L * L;
-        let lanes = dot_lanes(&run[..chunks], |x| keep.test(x), &product, &|_| Some(w));
+        let lanes = dot_lanes(
+            &run[..chunks],
+            #[inline(always)]
+            |x| keep.test(x),
+            &product,
+            &|_| Some(w),
+        );
         return dot_rest(acc, g, run, keep, lanes, product, |_| Some(w));
     }
     let mut s = [0f64; WIDE];
