@@ -72,6 +72,7 @@ macro_rules! int_elem {
             #[inline(always)] fn bits(self) -> i64 { self as i64 }
             #[inline(always)] fn wide(self) -> i128 { self as i128 }
             #[inline(always)] fn is_nan(self) -> bool { false }
+            #[inline(always)]
             fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)> {
                 // Every value of these types is exact as f64; 64-bit ones take no range.
                 if size_of::<$t>() == 8 {
@@ -102,6 +103,7 @@ macro_rules! float_elem {
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
             #[inline(always)] fn before(self, m: Self) -> bool { self < m || (self == m && self.is_sign_negative()) }
             #[inline(always)] fn after(self, m: Self) -> bool { self > m || (self == m && self.is_sign_positive()) }
+            #[inline(always)]
             fn bounds(lo: f64, hi: f64) -> Option<(Self, Self)> {
                 // Round inward: the least value not below `lo`, the greatest not above `hi`.
                 let (mut l, mut h) = (lo as $t, hi as $t);
@@ -155,6 +157,7 @@ impl Elem for f16 {
     fn after(self, m: Self) -> bool {
         self > m || (self == m && self.is_sign_positive())
     }
+    #[inline(always)]
     fn bounds(_: f64, _: f64) -> Option<(Self, Self)> {
         None
     }

@@ -37,6 +37,7 @@ impl<T: Elem> Missing<T> {
 
     /// The simplest test that decides this rule, for the kernels to choose their loop by
     /// (`test` looks through the list of values, which keeps a loop scalar).
+    #[inline(always)]
     pub(super) fn check(&self) -> MissingCheck<T> {
         match (self.values.as_slice(), self.nan) {
             ([], false) => MissingCheck::Nothing,
@@ -62,6 +63,7 @@ pub(super) enum MissingCheck<T> {
 
 impl<T: Copy> MissingCheck<T> {
     /// The fill value, when it is the one test.
+    #[inline(always)]
     pub(super) fn fill(self) -> Option<T> {
         match self {
             MissingCheck::Fill(v) => Some(v),
@@ -85,6 +87,7 @@ pub(super) struct RangeCheck<T> {
 }
 
 impl<T: Elem> RangeCheck<T> {
+    #[inline(always)]
     pub(super) fn of(range: KeyRange, nan_missing: bool) -> Self {
         let b = range.float_bounds();
         RangeCheck {
