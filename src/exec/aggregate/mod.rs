@@ -1,7 +1,7 @@
 //! [`TetAggregateExec`]: grouped aggregation folded straight from payload bytes.
 //!
 //! Each partition of the feed folds the selected cells of its chunks into dense
-//! accumulators indexed by the group keys ([`GroupIndex`]: one id per distinct key tuple of
+//! accumulators indexed by the group keys (`walk::GroupIndex`: one id per distinct key tuple of
 //! each grouped axis). What the node emits is its [`AggregateOutput`]:
 //! - `States`: each partition is an output partition and emits one row per group it
 //!   touched: the group's keys, then the partial states of each aggregate (see
@@ -11,12 +11,12 @@
 //!   group index of the whole selection, merges their accumulators in partition order and
 //!   emits one row per group with each aggregate's value, finished from the merged states.
 //!
-//! Aggregates share accumulators by input ([`Input`]): the stored values of the tile,
-//! optionally kept by ranges of stored values ([`ValueRanges`]: `WHERE`/`FILTER`
+//! Aggregates share accumulators by input (`fold_plan::Input`): the stored values of the tile,
+//! optionally kept by ranges of stored values ([`ValueRanges`](crate::plan::ValueRanges): `WHERE`/`FILTER`
 //! comparisons of value columns with constants), fold in the
 //! vectorized kernels, and their states are mapped at emit (packing, affine inputs such as
 //! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
-//! cells slab by slab ([`TileExprs`], `evaluated`) and folded from the resulting arrays.
+//! cells slab by slab (`tile::TileExprs`, `evaluated`) and folded from the resulting arrays.
 
 use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::io::FetchOptions;
