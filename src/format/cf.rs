@@ -26,6 +26,9 @@ use std::collections::BTreeMap;
 /// Attributes whose values mark missing elements.
 pub const MISSING_VALUE_ATTRS: [&str; 3] = ["_FillValue", "missing_value", "fill_value"];
 
+/// Attributes whose values pack integers (`raw × scale_factor + add_offset`).
+pub const PACKING_ATTRS: [&str; 2] = ["scale_factor", "add_offset"];
+
 /// Which stored elements of a dataset are missing (NULL).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MissingValues {
@@ -88,10 +91,10 @@ impl Dataset {
                 },
             }
         };
-        let (has_scale, scale) = read("scale_factor", 1.0)?;
+        let (has_scale, scale) = read(PACKING_ATTRS[0], 1.0)?;
         // Without `add_offset` nothing is added (as xarray decodes): -0.0 is the offset
         // that keeps every value, a zero's sign included (+0.0 would turn -0.0 to +0.0).
-        let (has_offset, offset) = read("add_offset", -0.0)?;
+        let (has_offset, offset) = read(PACKING_ATTRS[1], -0.0)?;
         Ok((has_scale || has_offset).then_some(Packing { scale, offset }))
     }
 }

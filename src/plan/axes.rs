@@ -42,8 +42,11 @@ pub struct Axis {
     /// No two positions hold equal values, as a `GROUP BY` compares them (NULLs equal):
     /// grouping by the axis alone then makes one group per position.
     pub distinct: bool,
-    /// Attributes of the coordinate variable (`units`, `long_name`, ...), if any.
+    /// Attributes of the coordinate variable (`units`, `long_name`, ...), if any, as
+    /// stored (the encoding included).
     pub attrs: BTreeMap<String, String>,
+    /// The CF time encoding the values were decoded from, when they were.
+    pub cf_time: Option<CfTime>,
 }
 
 impl Axis {
@@ -53,6 +56,18 @@ impl Axis {
             Some(v) => v.data_type().clone(),
             None => DataType::Int64,
         }
+    }
+
+    /// The attributes that describe the column's values: [`Axis::attrs`] without the
+    /// encoding already applied (`units` and `calendar` of a decoded CF time), as xarray
+    /// splits `attrs` from `encoding`. Two files of one archive whose times count from
+    /// different reference dates then give equal fields.
+    pub fn described_attrs(&self) -> BTreeMap<String, String> {
+        let applied: &[&str] = match self.cf_time {
+            Some(_) => &["units", "calendar"],
+            None => &[],
+        };
+        without(&self.attrs, applied)
     }
 
     /// Whether `other` is the same column: name, length, type and values.
@@ -160,20 +175,18 @@ pub fn axes_of(
                 None => (AxisSource::Position, None, attrs),
             }
         };
-        let values = match values {
-            Some(v) if v.data_type().is_numeric() => Some(match CfTime::from_attrs(&attrs) {
-                Ok(Some(t)) => t.decode(&v),
-                Ok(None) => Ok(v),
-                Err(e) => Err(e),
-            }),
-            v => v.map(Ok),
-        }
-        .transpose()
-        .map_err(|problem| FormatError::Invalid {
+        let invalid_units = |problem| FormatError::Invalid {
             region: format!("dataset {:?}, axis {name:?}", ds.name()),
             field: "units",
             problem,
-        })?;
+        };
+        let (values, cf_time) = match values {
+            Some(v) if v.data_type().is_numeric() => match CfTime::from_attrs(&attrs).map_err(invalid_units)? {
+                Some(t) => (Some(t.decode(&v).map_err(invalid_units)?), Some(t)),
+                None => (Some(v), None),
+            },
+            v => (v, None),
+        };
         out.push(Axis {
             name,
             extent,
@@ -181,6 +194,7 @@ pub fn axes_of(
             distinct: values.as_ref().is_none_or(all_distinct),
             values,
             attrs,
+            cf_time,
         });
     }
     Ok(out)
@@ -297,4 +311,13 @@ mod tests {
         let t = t.as_any().downcast_ref::<TimestampNanosecondArray>().unwrap();
         assert_eq!(t.value(0), 1_000_000_000);
     }
+}
+
+/// `attrs` without the keys in `applied`.
+pub(crate) fn without(attrs: &BTreeMap<String, String>, applied: &[&str]) -> BTreeMap<String, String> {
+    attrs
+        .iter()
+        .filter(|(k, _)| !applied.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }

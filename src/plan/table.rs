@@ -2,7 +2,7 @@
 //! per axis, then one value column per dataset ([`ValueColumn`]) — and the statistics of
 //! a selection of it.
 
-use super::axes::{Axis, axes_of, coordinate_spans};
+use super::axes::{Axis, axes_of, coordinate_spans, without};
 use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
 use super::tasks::TaskCache;
@@ -96,11 +96,17 @@ impl ValueColumn {
         }
     }
 
-    /// The column's Arrow field.
+    /// The column's Arrow field. Its metadata is the dataset's attributes without the
+    /// encoding the column has applied: the missing-value attributes (those cells are
+    /// NULL) and `scale_factor`/`add_offset` (values are unpacked, here or, for float
+    /// datasets, by the converter that wrote the file). `tet_datasets` keeps them.
     fn field(&self) -> Field {
         let ds = self.dataset();
         let nullable = self.has_missing() || ds.dtype().is_float();
-        Field::new(&self.name, self.data_type(), nullable).with_metadata(field_metadata(&ds.meta.attrs))
+        let mut applied = crate::format::cf::MISSING_VALUE_ATTRS.to_vec();
+        applied.extend(crate::format::cf::PACKING_ATTRS);
+        let attrs = without(&ds.meta.attrs, &applied);
+        Field::new(&self.name, self.data_type(), nullable).with_metadata(field_metadata(&attrs))
     }
 
     /// `file:dataset`, for messages.
@@ -224,7 +230,7 @@ impl TableModel {
         }
         let mut fields: Vec<Field> = axes
             .iter()
-            .map(|a| Field::new(&a.name, a.data_type(), false).with_metadata(field_metadata(&a.attrs)))
+            .map(|a| Field::new(&a.name, a.data_type(), false).with_metadata(field_metadata(&a.described_attrs())))
             .collect();
         fields.extend(values.iter().map(ValueColumn::field));
         Ok(TableModel {

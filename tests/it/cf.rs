@@ -332,12 +332,14 @@ async fn attributes_are_field_metadata() {
             .dim_names(&["time", "x"])
             .attr("units", "K")
             .attr("long_name", "temperature")
-            .attr("scale_factor", "0.5"),
+            .attr("scale_factor", "0.5")
+            .attr("_FillValue", "-32767"),
     )
     .unwrap();
     w.dataset(
         DatasetSpec::new("time", DType::I32, &[2], &[2], &hours)
             .attr("units", "hours since 2024-01-01T00:00:00")
+            .attr("calendar", "standard")
             .attr("standard_name", "time"),
     )
     .unwrap();
@@ -355,6 +357,30 @@ async fn attributes_are_field_metadata() {
     let time = schema.field_with_name("time").unwrap();
     assert!(matches!(time.data_type(), arrow::datatypes::DataType::Timestamp(_, _)));
     assert_eq!(time.metadata().get("standard_name").map(String::as_str), Some("time"));
+    // What was applied to the stored values is encoding, not a description of the
+    // column (xarray's `encoding`): unpacked values have no scale, NULLs no fill value,
+    // timestamps no `units since` nor calendar.
+    for (field, applied) in [(v, ["scale_factor", "_FillValue"]), (time, ["units", "calendar"])] {
+        for key in applied {
+            assert!(
+                !field.metadata().contains_key(key),
+                "{key} on {}: {:?}",
+                field.name(),
+                field.metadata()
+            );
+        }
+    }
+    // The stored attributes stay visible in tet_datasets.
+    let attrs = rows(
+        &ctx,
+        &format!(
+            "SELECT name, attrs FROM tet_datasets('{}') ORDER BY name",
+            path.display()
+        ),
+    )
+    .await;
+    let text = format!("{attrs:?}");
+    assert!(text.contains("scale_factor") && text.contains("hours since"), "{text}");
     // The batches carry the same schema.
     let batches = df.collect().await.unwrap();
     assert_eq!(
@@ -381,6 +407,55 @@ async fn attributes_are_field_metadata() {
     .await;
     let text = format!("{plan:?}");
     assert!(text.contains("TetScanExec") && !text.contains("FilterExec"), "{text}");
+}
+
+/// Two monthly files whose times count from their own month: a hand-written `UNION ALL`
+/// of them under an aggregate plans (DataFusion's logical union intersects field
+/// metadata and its physical union merges it, so fields that differed failed with
+/// "Physical input schema should be the same as the one converted from logical input
+/// schema"), and gives the sums of the two files.
+#[tokio::test]
+async fn a_union_of_files_with_their_own_reference_dates_aggregates() {
+    let dir = tempdir();
+    let mut paths = Vec::new();
+    for (month, base) in [(1, 0.0), (2, 10.0)] {
+        let path = dir.path().join(format!("m{month}.tet"));
+        let data = le_bytes(DType::I16, &[base + 1.0, base + 2.0, base + 3.0, base + 4.0]);
+        let hours: Vec<u8> = [0i32, 6].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut w = TetWriter::new();
+        w.dataset(
+            DatasetSpec::new("t", DType::I16, &[2, 2], &[2, 2], &data)
+                .dim_names(&["time", "x"])
+                .attr("scale_factor", if month == 1 { "0.5" } else { "0.25" })
+                .attr("units", "K"),
+        )
+        .unwrap();
+        w.dataset(
+            DatasetSpec::new("time", DType::I32, &[2], &[2], &hours)
+                .attr("units", format!("hours since 2024-0{month}-01T00:00:00").as_str()),
+        )
+        .unwrap();
+        w.write_path(&path).unwrap();
+        paths.push(path);
+    }
+    let got = rows(
+        &ctx(),
+        &format!(
+            "SELECT CAST(date_trunc('month', time) AS VARCHAR) AS m, sum(v) FROM (\
+             SELECT time, v FROM tet('{}', 't') UNION ALL SELECT time, v FROM tet('{}', 't')) \
+             GROUP BY 1 ORDER BY 1",
+            paths[0].display(),
+            paths[1].display()
+        ),
+    )
+    .await;
+    assert_eq!(
+        got,
+        vec![
+            vec![Val::Str("2024-01-01T00:00:00".into()), Val::Float(5.0)],
+            vec![Val::Str("2024-02-01T00:00:00".into()), Val::Float(12.5)],
+        ]
+    );
 }
 
 #[tokio::test]
