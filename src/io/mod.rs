@@ -3,11 +3,13 @@
 //! Owns: resolving a user-given location to bytes — local paths and `file://` URLs are
 //! memory-mapped, `s3://`, `gs://`, `az://`, `http(s)://` URLs are read by range through
 //! the session's object store registry — and handing out payload spans as `bytes::Bytes`
-//! (zero-copy over the mmap). Must not parse the format itself (that is `format`) nor
+//! (zero-copy over the mmap); and listing the files a glob or folder location names
+//! ([`parse_pattern`], [`list`]). Must not parse the format itself (that is `format`) nor
 //! know about queries.
 
 mod allowed;
 mod fetch;
+mod listing;
 mod local;
 mod mapped;
 #[cfg(feature = "cloud")]
@@ -17,6 +19,7 @@ mod source_cache;
 
 pub use allowed::AllowedLocations;
 pub use fetch::{FetchOptions, coalesce, windows};
+pub use listing::{ArchivePattern, Listed, list, list_blocking, parse_pattern};
 pub use local::{LocalFile, LocalPin};
 pub use mapped::Mapped;
 #[cfg(feature = "cloud")]
