@@ -19,9 +19,10 @@
 //! time of day — as xarray's `.dt` accessors see them), when every date exists in the
 //! proleptic Gregorian calendar. Otherwise (`360_day`, and `all_leap` or `julian` series
 //! holding a Feb 29 that Gregorian lacks) it is `Utf8` ISO 8601 text (`2001-02-30T00:00:00`).
-//! Values outside the range of `Timestamp(ns)` (years 1677–2262) are an error.
+//! When a date lies outside the range of `Timestamp(ns)` (years 1677–2262), the column is
+//! `Timestamp(µs)` (±290 000 years; control and paleo runs), and beyond that an error.
 
-use arrow::array::{Array, ArrayRef, AsArray, StringArray, TimestampNanosecondArray};
+use arrow::array::{Array, ArrayRef, AsArray, StringArray, TimestampMicrosecondArray, TimestampNanosecondArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -236,6 +237,19 @@ impl CalendarDateTime {
             - UNIX_EPOCH_JDN;
         i64::try_from(days as i128 * NS_PER_DAY + self.nanos as i128).ok()
     }
+
+    /// [`CalendarDateTime::gregorian_nanos`] in microseconds; `None` also when the time of
+    /// day is not a whole microsecond.
+    pub fn gregorian_micros(&self) -> Option<i64> {
+        if self.nanos % 1000 != 0 {
+            return None;
+        }
+        let days = Calendar::ProlepticGregorian
+            .day_number(self.year, self.month, self.day)
+            .ok()?
+            - UNIX_EPOCH_JDN;
+        i64::try_from(days as i128 * (NS_PER_DAY / 1000) + (self.nanos / 1000) as i128).ok()
+    }
 }
 
 /// Julian day number of 1970-01-01.
@@ -352,12 +366,33 @@ impl CfTime {
         let mut ns: Vec<i64> = Vec::new();
         ns.try_reserve_exact(n).map_err(oom)?;
         for d in &dates {
-            ns.push(
-                d.gregorian_nanos()
-                    .ok_or_else(|| format!("{} is outside the range of Timestamp(ns) (years 1677 to 2262)", d.iso()))?,
-            );
+            match d.gregorian_nanos() {
+                Some(t) => ns.push(t),
+                // Paleo and control runs (years 0001-1849, or far future): microseconds
+                // reach ±290 000 years, and date functions take them as they take ns.
+                None => return Self::micros(&dates),
+            }
         }
         Ok(Arc::new(TimestampNanosecondArray::from(ns)))
+    }
+
+    /// `dates` as `Timestamp(µs)`; an error naming a date that is not a whole
+    /// microsecond or lies beyond ±290 000 years.
+    fn micros(dates: &[CalendarDateTime]) -> Result<ArrayRef, String> {
+        let mut us: Vec<i64> = Vec::new();
+        us.try_reserve_exact(dates.len())
+            .map_err(|e| format!("{} dates cannot be allocated: {e}", dates.len()))?;
+        for d in dates {
+            let t = d.gregorian_micros().ok_or_else(|| {
+                format!(
+                    "{} lies outside 1677-2262 (Timestamp(ns)) and is not a whole microsecond within ±290 000 \
+                     years (Timestamp(µs))",
+                    d.iso()
+                )
+            })?;
+            us.push(t);
+        }
+        Ok(Arc::new(TimestampMicrosecondArray::from(us)))
     }
 }
 
@@ -626,11 +661,21 @@ mod tests {
         let fractional: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![0.0, 1.0, 2.5]));
         let col = t.decode(&fractional).unwrap();
         assert_eq!(col.as_string::<i32>().value(2), "2000-02-30T12:00:00");
+        // Before 1677: microseconds (Python's proleptic Gregorian `date` counts 354 285
+        // days from 1000-01-01 to 1970-01-01).
         let t = CfTime::from_attrs(&attrs("days since 1000-01-01", None))
             .unwrap()
             .unwrap();
+        let col = t.decode(&values).unwrap();
+        let col = col.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        assert_eq!(col.value(0), -354_285 * 86_400_000_000);
+        assert_eq!(col.value(2) - col.value(0), 48 * 86_400_000_000);
+        // Beyond what microseconds reach (±290 000 years).
+        let t = CfTime::from_attrs(&attrs("days since 300000-01-01", None))
+            .unwrap()
+            .unwrap();
         let err = t.decode(&values).unwrap_err();
-        assert!(err.contains("outside the range"), "{err}");
+        assert!(err.contains("lies outside"), "{err}");
     }
 
     #[test]
