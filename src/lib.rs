@@ -70,6 +70,7 @@ fn install(state: &mut SessionState) {
     state.register_udtf("tet", Arc::new(sql::TetFunction));
     state.register_udtf("tet_datasets", Arc::new(sql::TetDatasetsFunction));
     state.register_udtf("tet_chunks", Arc::new(sql::TetChunksFunction));
+    state.register_udtf("tet_files", Arc::new(sql::TetFilesFunction));
     state.register_table_options_extension(TetTableOptions::default());
     state
         .table_factories_mut()

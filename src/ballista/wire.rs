@@ -17,13 +17,13 @@ use crate::exec::{ChunkFeed, TetAggregateExec, TetScanExec};
 use crate::io::{AllowedLocations, SourceVersion, TetSource, remote_url};
 use crate::plan::{
     AccessPlan, Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, AxisSelection, GroupKey, Limits,
-    PruningCounts, TableModel, ValueColumn, grid_count, tasks_by_id,
+    PruningCounts, TableModel, ValueColumn, combine,
 };
 use crate::sql::{MetadataKind, TetAggregateTable, TetConfig, TetMetadataTable, TetTableProvider, merge_functions};
 use arrow::datatypes::{DataType, SchemaRef};
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use datafusion::catalog::TableProvider;
-use datafusion::common::{Result, TableReference, plan_datafusion_err};
+use datafusion::common::{Result, TableReference, plan_datafusion_err, plan_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{AggregateUDF, Expr, Extension, LogicalPlan};
@@ -38,10 +38,9 @@ use std::sync::Arc;
 
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
-/// The version of [`TetNode`] this build writes and reads. (8: task ids of tables whose
-/// datasets' chunk grids differ count the cells of the grid [`crate::plan::aligned_tasks`]
-/// cuts, which no longer cuts at the boundaries of finer grids.)
-pub const WIRE_VERSION: u32 = 8;
+/// The version of [`TetNode`] this build writes and reads. (9: a table over an archive
+/// carries its files, [`FileRef::members`], and its task ids count across them.)
+pub const WIRE_VERSION: u32 = 9;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -110,6 +109,16 @@ pub struct FileRef {
     /// `dataset`); empty for a table of one dataset (its value column `v`).
     #[prost(message, repeated, tag = "10")]
     pub values: Vec<ValueRef>,
+    /// A table over an archive: each of its files (as this message describes one file's
+    /// table), in the table's order; empty for a table of one file.
+    #[prost(message, repeated, tag = "11")]
+    pub members: Vec<FileRef>,
+    /// An archive's location as the user wrote it (for messages).
+    #[prost(string, tag = "12")]
+    pub pattern: String,
+    /// An archive's concatenation axis, as planned (so decoding does not infer it again).
+    #[prost(string, tag = "13")]
+    pub concat_axis: String,
 }
 
 /// One value column of a table of several datasets.
@@ -134,6 +143,9 @@ pub struct MetadataNode {
     pub chunks: bool,
     #[prost(string, optional, tag = "3")]
     pub dataset: Option<String>,
+    /// The further files of an archive's metadata table, in row order.
+    #[prost(message, repeated, tag = "4")]
+    pub more_files: Vec<FileRef>,
 }
 
 /// One aggregate.
@@ -288,7 +300,18 @@ fn required<T>(v: Option<T>, what: &str) -> Result<T> {
 
 /// Plans name local files by absolute path (each process has its own working
 /// directory) and object store files by URL.
-fn file_ref(table: &TableModel) -> FileRef {
+fn file_ref(table: &TableModel) -> Result<FileRef> {
+    let mut f = one_file_ref(table);
+    if let Some(files) = &table.files {
+        f.members = files.members.iter().map(|m| one_file_ref(&m.table)).collect();
+        f.pattern = files.pattern.clone();
+        f.concat_axis = table.axes[files.axis].name.clone();
+    }
+    Ok(f)
+}
+
+/// The [`FileRef`] of a one-file table (an archive's first file).
+fn one_file_ref(table: &TableModel) -> FileRef {
     let mut f = source_ref(&table.source);
     f.dataset = table.dataset().name().to_owned();
     f.nan_is_null = table.nan_is_null;
@@ -362,15 +385,46 @@ fn output_of(values: bool) -> AggregateOutput {
     }
 }
 
-/// Reopen the dataset a plan names, in the decoding process.
+/// Reopen the table a plan names, in the decoding process: one file's, or an archive's
+/// files (each at the version planned) combined along the axis planned, in the order
+/// planned.
 fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> {
     let f = required(f, "file")?;
-    let source = open_file(&f, ctx)?;
     let limits = Limits {
         max_tile_bytes: f.max_tile_bytes,
         max_dataset_cells: f.max_dataset_cells,
         max_axis_positions: f.max_axis_positions,
     };
+    let table = match f.members.is_empty() {
+        true => open_one_file(&f, ctx, limits)?,
+        false => {
+            let members = f
+                .members
+                .iter()
+                .map(|m| Ok(TableModel::clone(open_one_file(m, ctx, limits)?.as_ref())))
+                .collect::<Result<Vec<_>>>()?;
+            let order: Vec<String> = members.iter().map(|m| m.source.resolved.clone()).collect();
+            let table = combine(&f.pattern, members, Some(&f.concat_axis))?;
+            let planned: Vec<&str> = f.members.iter().map(|m| m.location.as_str()).collect();
+            let combined: Vec<&str> = match &table.files {
+                Some(files) => files.members.iter().map(|m| m.table.source.resolved.as_str()).collect(),
+                None => order.iter().map(String::as_str).collect(),
+            };
+            if combined != planned {
+                return plan_err!(
+                    "{}: the files of the archive no longer combine in the order planned ({planned:?}, now {combined:?})",
+                    f.pattern
+                );
+            }
+            Arc::new(table)
+        }
+    };
+    Ok(table.with_nan_is_null(f.nan_is_null).with_limits(limits))
+}
+
+/// Reopen one file's table a plan names.
+fn open_one_file(f: &FileRef, ctx: &TaskContext, limits: Limits) -> Result<Arc<TableModel>> {
+    let source = open_file(f, ctx)?;
     let table = Arc::new(if source.is_remote() {
         crate::sql::block_on(
             "decoding a plan",
@@ -402,7 +456,7 @@ fn open_table(f: Option<FileRef>, ctx: &TaskContext) -> Result<Arc<TableModel>> 
             .collect::<Result<Vec<_>>>()?;
         Arc::new(table.with_values(values)?)
     };
-    Ok(table.with_nan_is_null(f.nan_is_null).with_limits(limits))
+    Ok(table)
 }
 
 fn expr_node(e: &Expr) -> Result<LogicalExprNode> {
@@ -534,7 +588,7 @@ fn access_node(access: &AccessPlan, chunks: Vec<u64>) -> AccessNode {
 /// The access plan and chunk feed a plan names, checked against the dataset.
 fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<ChunkFeed> {
     let n = required(n, "access plan")?;
-    let bad = |e: String| plan_datafusion_err!("{}: a tet plan's chunk selection: {e}", table.source.location);
+    let bad = |e: String| plan_datafusion_err!("{}: a tet plan's chunk selection: {e}", table.location());
     if n.selection.len() != table.axes.len() {
         return Err(bad(format!(
             "{} axes, the dataset has {}",
@@ -555,8 +609,8 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
         })
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(bad)?;
-    let records = table.records();
-    let tasks = tasks_by_id(&records, &selection, &[n.chunks])
+    let tasks = table
+        .tasks_by_id(&selection, &[n.chunks])
         .map_err(bad)?
         .pop()
         .unwrap_or_default();
@@ -566,7 +620,7 @@ fn feed_of(table: &TableModel, n: Option<AccessNode>, inputs: &[Arc<dyn Executio
             inputs.len()
         ));
     };
-    let chunks_total = grid_count(&records);
+    let chunks_total = table.grid_count();
     let access = AccessPlan {
         pruning: PruningCounts {
             chunks_total,
@@ -646,13 +700,16 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
                 Arc::new(TetAggregateTable::new(table, filters, aggregation, output_of(n.values)))
             }
             node::Kind::Metadata(n) => {
-                let source = open_file(&required(n.file, "file")?, ctx)?;
+                let mut sources = vec![open_file(&required(n.file, "file")?, ctx)?];
+                for f in &n.more_files {
+                    sources.push(open_file(f, ctx)?);
+                }
                 let kind = if n.chunks {
                     MetadataKind::Chunks
                 } else {
                     MetadataKind::Datasets
                 };
-                Arc::new(TetMetadataTable::new(source, kind, n.dataset.as_deref())?)
+                Arc::new(TetMetadataTable::of_files(sources, kind, n.dataset.as_deref())?)
             }
             _ => {
                 return Err(plan_datafusion_err!(
@@ -677,20 +734,21 @@ impl LogicalExtensionCodec for TetLogicalExtensionCodec {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         if let Some(t) = node.downcast_ref::<TetTableProvider>() {
-            return encode(node::Kind::Table(file_ref(t.model())), buf);
+            return encode(node::Kind::Table(file_ref(t.model())?), buf);
         }
         if let Some(c) = node.downcast_ref::<TetMetadataTable>() {
             let n = MetadataNode {
                 file: Some(source_ref(c.source())),
                 chunks: c.kind() == MetadataKind::Chunks,
                 dataset: c.dataset().map(str::to_owned),
+                more_files: c.sources()[1..].iter().map(|s| source_ref(s)).collect(),
             };
             return encode(node::Kind::Metadata(n), buf);
         }
         if let Some(p) = node.downcast_ref::<TetAggregateTable>() {
             let filters = p.filters().iter().map(expr_node).collect::<Result<Vec<_>>>()?;
             let n = AggregateTableNode {
-                file: Some(file_ref(p.table())),
+                file: Some(file_ref(p.table())?),
                 filters,
                 aggregation: Some(aggregation_node(p.aggregation())?),
                 values: p.output() == AggregateOutput::Values,
@@ -787,7 +845,7 @@ impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
     ) -> Result<()> {
         if let Some(s) = node.downcast_ref::<TetScanExec>() {
             let n = ScanNode {
-                file: Some(file_ref(s.table())),
+                file: Some(file_ref(s.table())?),
                 access: Some(access_node(&s.feed().access, s.feed().chunk_ids())),
                 projection: s.projection().iter().map(|&i| i as u32).collect(),
                 limit: s.limit().map(|l| l as u64),
@@ -796,7 +854,7 @@ impl PhysicalExtensionCodec for TetPhysicalExtensionCodec {
         }
         if let Some(a) = node.downcast_ref::<TetAggregateExec>() {
             let n = AggregateNode {
-                file: Some(file_ref(a.table())),
+                file: Some(file_ref(a.table())?),
                 aggregation: Some(aggregation_node(a.aggregation())?),
                 access: Some(access_node(&a.feed().access, a.feed().chunk_ids())),
                 values: a.output() == AggregateOutput::Values,

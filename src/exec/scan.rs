@@ -138,12 +138,13 @@ impl TetScanExec {
         let cols: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
         let pruning = &self.feed.access.pruning;
         let mut s = format!(
-            "file={}, {}, projection=[{}], chunks={}/{}",
-            self.table.source.location,
+            "file={}, {}, projection=[{}], chunks={}/{}{}",
+            self.table.location(),
             self.table.datasets_text(),
             cols.join(", "),
             self.feed.len(),
-            pruning.chunks_total
+            pruning.chunks_total,
+            self.feed.access.files_text(&self.table)
         );
         let selection = self.selection_text();
         if !selection.is_empty() {
@@ -164,7 +165,7 @@ impl DisplayAs for TetScanExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(f, "TetScanExec: {}", self.describe()),
             DisplayFormatType::TreeRender => {
-                writeln!(f, "file={}", self.table.source.location)?;
+                writeln!(f, "file={}", self.table.location())?;
                 writeln!(f, "{}", self.table.datasets_text())?;
                 writeln!(
                     f,
@@ -298,7 +299,7 @@ impl PartitionReader {
             match payloads.next().await? {
                 Ok((task, tiles)) => {
                     let _timer = elapsed.timer();
-                    let tile_start = task.tile_start(&self.table.dataset().record.chunk_shape);
+                    let tile_start = self.table.tile_start(&task);
                     self.current = Some((task.slabs(self.batch_size as u64), tiles, tile_start));
                 }
                 Err(e) => {
@@ -336,7 +337,17 @@ fn batch_of(
                         value.describe()
                     );
                 };
-                let v = value_array(value, tile.clone(), &slab.part(k));
+                // Each file of an archive whose files store the column differently
+                // decodes it by its own rule, cast to the archive's type.
+                let own = match table.is_uniform() {
+                    true => value,
+                    false => &table.file_of(slab).values[k],
+                };
+                let mut v = value_array(own, tile.clone(), &slab.part(k));
+                let ty = table.schema.field(c).data_type();
+                if v.data_type() != ty {
+                    v = arrow::compute::cast(&v, ty)?;
+                }
                 columns.push(v.slice(0, rows));
             }
         }

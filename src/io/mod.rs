@@ -176,6 +176,18 @@ impl TetSource {
         cache: Option<&SourceCache>,
         location: &str,
     ) -> Result<Arc<TetSource>, FormatError> {
+        Self::open_listed(runtime, cache, location, None).await
+    }
+
+    /// [`TetSource::open_in`] for a file just listed: `listed` (its size and ETag as the
+    /// listing gave them) revalidates a cached source in place of the HEAD request, so
+    /// reopening an archive of N cached files costs its listing alone.
+    pub async fn open_listed(
+        runtime: &RuntimeEnv,
+        cache: Option<&SourceCache>,
+        location: &str,
+        listed: Option<&object_store::ObjectMeta>,
+    ) -> Result<Arc<TetSource>, FormatError> {
         let Some(url) = remote_url(location)? else {
             return TetSource::open_local(cache, location);
         };
@@ -197,7 +209,10 @@ impl TetSource {
         if let Some(cache) = cache
             && let Some(hit) = cache.get(url.as_str())
         {
-            let meta = RemoteFile::head(&store, &path).await.map_err(|e| e.in_file(location))?;
+            let meta = match listed {
+                Some(m) => m.clone(),
+                None => RemoteFile::head(&store, &path).await.map_err(|e| e.in_file(location))?,
+            };
             if let Backing::Remote(r) = &hit.backing
                 && r.matches(&meta)
             {

@@ -175,7 +175,12 @@ impl RemoteFile {
     /// for a store without ETags, the same modification time.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
         let o = &self.opened;
-        meta.size == o.size && meta.e_tag == o.e_tag && (o.e_tag.is_some() || meta.last_modified == o.last_modified)
+        // ETags compared without their quotes: some servers quote them in one answer and
+        // not in another (fake-gcs-server's listings leave them bare).
+        let bare = |t: &Option<String>| t.as_deref().map(|t| t.trim_matches('"').to_owned());
+        meta.size == o.size
+            && bare(&meta.e_tag) == bare(&o.e_tag)
+            && (o.e_tag.is_some() || meta.last_modified == o.last_modified)
     }
 
     /// The object's modification time when opened, in nanoseconds since 1970.

@@ -7,7 +7,6 @@
 //! ([`super::zone_filter`]).
 
 use super::axis_filter::{self, FilterKind};
-use super::common_grid::{aligned_tasks, grid_count};
 use super::selection::AxisSelection;
 use super::table::TableModel;
 use super::tasks::ChunkTask;
@@ -52,10 +51,11 @@ impl AccessPlan {
     /// Resolve the pushed `filters` over `table`: axis filters to per-axis selections, the
     /// chunks they touch to tasks, then zone maps against the value filters.
     pub fn build(table: &TableModel, session: &dyn Session, filters: &[Expr]) -> Result<AccessPlan> {
-        let ds = table.dataset();
+        let shape = table.shape();
+        let cells = shape.iter().product();
         table
             .limits
-            .check_cells(&table.source.location, ds.name(), ds.shape(), ds.record.cell_count)?;
+            .check_cells(table.location(), table.dataset().name(), &shape, cells)?;
         let mut selection: Vec<AxisSelection> = table.axes.iter().map(|a| AxisSelection::all(a.extent)).collect();
         let mut value_filters = Vec::new();
         for f in filters {
@@ -67,21 +67,18 @@ impl AccessPlan {
                 FilterKind::Other => {}
             }
         }
-        let records = table.records();
-        let file = &table.source.file;
         let mut tasks: Vec<Arc<ChunkTask>> = table
             .tasks
             .get_or_build(&selection, || {
-                let mut tasks: Vec<Arc<ChunkTask>> =
-                    aligned_tasks(&records, &selection).into_iter().map(Arc::new).collect();
-                tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
-                tasks
+                table.tasks(&selection).into_iter().map(Arc::new).collect()
             })
             .to_vec();
         let selected = tasks.len() as u64;
         let has_value_filters = !value_filters.is_empty();
         if let Some(pred) = conjunction(value_filters)
-            && table.values.iter().any(|v| v.dataset().zones.is_some())
+            && tasks
+                .iter()
+                .any(|t| table.file_of(t).values.iter().any(|v| v.dataset().zones.is_some()))
         {
             let df_schema = DFSchema::try_from(table.schema.clone())?;
             let phys = session.create_physical_expr(pred, &df_schema)?;
@@ -95,7 +92,7 @@ impl AccessPlan {
         // A task spread over several chunks of a dataset holds, besides them, the tile
         // assembled from them: the task's own tile's cells in that dataset's type.
         for t in &tasks {
-            for (k, v) in table.values.iter().enumerate() {
+            for (k, v) in table.file_of(t).values.iter().enumerate() {
                 let (file, vds) = (&v.source.file, v.dataset());
                 let mut checked = Ok(());
                 t.for_each_chunk(k, |linear, _| {
@@ -119,7 +116,7 @@ impl AccessPlan {
                 }
             }
         }
-        let chunks_total = grid_count(&records);
+        let chunks_total = table.grid_count();
         Ok(AccessPlan {
             pruning: PruningCounts {
                 chunks_total,
@@ -151,7 +148,10 @@ impl AccessPlan {
     pub fn partitions(&self, table: &TableModel, n: usize, read: &[usize], outer: &[usize]) -> Vec<Vec<u64>> {
         let mut tasks: Vec<&ChunkTask> = self.tasks.iter().map(|t| &**t).collect();
         if !outer.is_empty() {
-            tasks.sort_by_key(|t| outer.iter().map(|&d| t.coords[d]).collect::<Vec<_>>());
+            tasks.sort_by_cached_key(|t| {
+                let start = table.tile_start(t);
+                outer.iter().map(|&d| start[d]).collect::<Vec<_>>()
+            });
         }
         let weigh = |t: &ChunkTask| match read.is_empty() {
             true => t.cells,
@@ -190,13 +190,14 @@ impl AccessPlan {
     /// The selection narrowed, per axis, to the stretch from the first to the last
     /// position `tasks` cover (all of them tasks of this plan): what one partition's group
     /// keys and weights need to be evaluated over. No task covers nothing.
-    pub fn covered(&self, tasks: &[Arc<ChunkTask>], chunk_shape: &[u64]) -> Vec<AxisSelection> {
+    pub fn covered(&self, table: &TableModel, tasks: &[Arc<ChunkTask>]) -> Vec<AxisSelection> {
+        let starts: Vec<Vec<u64>> = tasks.iter().map(|t| table.tile_start(t)).collect();
         self.selection
             .iter()
             .enumerate()
             .map(|(d, sel)| {
-                let stretch = tasks.iter().filter_map(|t| {
-                    let origin = t.coords[d].saturating_mul(chunk_shape[d]);
+                let stretch = tasks.iter().zip(&starts).filter_map(|(t, start)| {
+                    let origin = start[d];
                     let (first, last) = (t.local[d].first()?, t.local[d].last()?);
                     Some((origin.saturating_add(first.0), origin.saturating_add(last.1)))
                 });
@@ -204,6 +205,18 @@ impl AccessPlan {
                 sel.intersect(&AxisSelection::from_sorted_ranges(sel.extent(), [(lo, hi)]))
             })
             .collect()
+    }
+
+    /// `, files=<read>/<total>` for an archive table (the files whose chunks the plan
+    /// reads, of all it names); empty for a table of one file.
+    pub fn files_text(&self, table: &TableModel) -> String {
+        let Some(f) = &table.files else {
+            return String::new();
+        };
+        let mut read: Vec<u32> = self.tasks.iter().map(|t| t.file).collect();
+        read.sort_unstable();
+        read.dedup();
+        format!(", files={}/{}", read.len(), f.members.len())
     }
 
     /// Selected cells (before value filters).
@@ -215,6 +228,7 @@ impl AccessPlan {
 /// The stored bytes a task reads of the value columns `read`: each dataset's chunk's share
 /// for the cells the task holds of it (the whole chunk when the grids agree).
 fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
+    let table = table.file_of(t);
     read.iter()
         .filter_map(|&k| Some((k, table.values.get(k)?)))
         .map(|(k, v)| {
@@ -253,8 +267,15 @@ fn stored_share(table: &TableModel, t: &ChunkTask, read: &[usize]) -> u64 {
 /// two tasks share such a chunk (always when the datasets' grids agree): every task is
 /// a group of its own.
 fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> Option<Vec<Vec<usize>>> {
-    let grid = &table.dataset().record.chunk_shape;
-    if read.is_empty() || table.values.iter().all(|v| &v.dataset().record.chunk_shape == grid) {
+    let one_grid = |m: &TableModel| {
+        let grid = &m.dataset().record.chunk_shape;
+        m.values.iter().all(|v| &v.dataset().record.chunk_shape == grid)
+    };
+    let every_file_one_grid = match &table.files {
+        Some(f) => f.members.iter().all(|m| one_grid(&m.table)),
+        None => one_grid(table),
+    };
+    if read.is_empty() || every_file_one_grid {
         return None;
     }
     // Union-find over tasks; a set's root is its first task.
@@ -266,16 +287,18 @@ fn read_once_units(table: &TableModel, tasks: &[&ChunkTask], read: &[usize]) -> 
         i
     }
     let mut parent: Vec<usize> = (0..tasks.len()).collect();
-    let mut first_user: HashMap<(usize, u64), usize> = HashMap::new();
+    let mut first_user: HashMap<(u32, usize, u64), usize> = HashMap::new();
     let mut shared = false;
     for (i, t) in tasks.iter().enumerate() {
         for &k in read {
-            let Some(v) = table.values.get(k) else { continue };
+            let Some(v) = table.file_of(t).values.get(k) else {
+                continue;
+            };
             t.for_each_chunk(k, |linear, _| {
                 if !v.source.is_remote() && v.source.file.chunk(v.dataset(), linear).1.codec == Codec::Raw {
                     return;
                 }
-                match first_user.entry((k, linear)) {
+                match first_user.entry((t.file, k, linear)) {
                     Entry::Occupied(e) => {
                         let (a, b) = (root(&mut parent, i), root(&mut parent, *e.get()));
                         parent[a.max(b)] = a.min(b);
@@ -337,6 +360,7 @@ mod tests {
     use super::*;
     use crate::format::{ChunkCodecs, Codec, DType, DatasetSpec, TetWriter};
     use crate::io::TetSource;
+    use crate::plan::aligned_tasks;
 
     /// The plan of `selection` over `table`: its tasks, nothing pruned.
     fn plan_over(table: &TableModel, selection: Vec<AxisSelection>) -> AccessPlan {
@@ -412,7 +436,7 @@ mod tests {
                 .iter()
                 .map(|p| {
                     let tasks: Vec<Arc<ChunkTask>> = p.iter().map(|id| access.tasks[*id as usize].clone()).collect();
-                    let covered = access.covered(&tasks, chunk_shape);
+                    let covered = access.covered(&table, &tasks);
                     // The other axis is covered whole.
                     assert_eq!(covered[1 - axis], selection[1 - axis]);
                     covered[axis].bounds().unwrap()
@@ -435,7 +459,7 @@ mod tests {
             }
             assert!(stretches[0].1 < stretches[1].0, "{outer:?}: {stretches:?}");
         }
-        let none = access.covered(&[], chunk_shape);
+        let none = access.covered(&table, &[]);
         assert!(none.iter().all(|s| s.count() == 0));
     }
 

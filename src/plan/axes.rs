@@ -7,6 +7,7 @@
 //! axis its own) say `units = "<unit> since <date>"` are decoded as CF time
 //! ([`super::cf_time`]).
 
+use super::attrs::without;
 use super::cf_time::CfTime;
 use super::values::array_from_le;
 use crate::format::{Dataset, FormatError, ReadAt, TetFile};
@@ -311,13 +312,4 @@ mod tests {
         let t = t.as_any().downcast_ref::<TimestampNanosecondArray>().unwrap();
         assert_eq!(t.value(0), 1_000_000_000);
     }
-}
-
-/// `attrs` without the keys in `applied`.
-pub(crate) fn without(attrs: &BTreeMap<String, String>, applied: &[&str]) -> BTreeMap<String, String> {
-    attrs
-        .iter()
-        .filter(|(k, _)| !applied.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }

@@ -63,7 +63,7 @@ pub fn resolve(table: &TableModel, session: &dyn Session, d: usize, expr: &Expr)
         let why = format!("the filter {expr}");
         table
             .limits
-            .check_axis(&table.source.location, &axis.name, &why, axis.extent)?;
+            .check_axis(table.location(), &axis.name, &why, axis.extent)?;
     }
     let schema = Arc::new(Schema::new(vec![table.schema.field(d).clone()]));
     let df_schema = DFSchema::try_from(schema.clone())?;

@@ -141,6 +141,7 @@ fn task_of(recs: &[&DatasetRecord], same_grid: bool, axes: &[&Piece]) -> ChunkTa
     };
     ChunkTask {
         id,
+        file: 0,
         linear,
         coords,
         local,
@@ -205,6 +206,16 @@ pub fn grid_count(recs: &[&DatasetRecord]) -> u64 {
             bounds.len() as u64 + 1
         })
         .fold(1, u64::saturating_mul)
+}
+
+/// How many task ids the datasets `recs` use: ids of their tasks lie below it (chunk ids
+/// when every dataset has the first's chunk shape, else cell indices).
+pub fn id_space(recs: &[&DatasetRecord]) -> u64 {
+    match recs.first() {
+        None => 0,
+        Some(first) if same_grid(recs) => first.chunk_count,
+        Some(first) => first.cell_count,
+    }
 }
 
 /// The piece of axis `d` whose stretch starts at `origin`, or why there is none under

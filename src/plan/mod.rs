@@ -10,6 +10,8 @@
 
 mod access_plan;
 mod aggregate;
+mod archive;
+mod attrs;
 mod axes;
 mod axis_filter;
 pub mod cf_time;
@@ -18,6 +20,7 @@ mod limits;
 mod selection;
 mod table;
 mod tasks;
+mod value_column;
 mod value_range;
 mod values;
 mod zone_filter;
@@ -28,18 +31,20 @@ pub use aggregate::{
     State, StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input,
     weighted_expr, weighted_input, widens,
 };
+pub use archive::combine;
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
-pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, tasks_by_id};
+pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, id_space, tasks_by_id};
 pub use limits::{
     DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
 };
 pub use selection::AxisSelection;
-pub use table::{TableModel, ValueColumn};
+pub use table::{FileSet, Member, TableModel};
 pub use tasks::{ChunkTask, SharedTasks, Slabs, Spread, TaskCache, TilePart};
+pub use value_column::ValueColumn;
 #[cfg(test)]
 pub(crate) use value_range::ORDER_EDGES;
 pub use value_range::{
     ColumnComparison, FloatBounds, KeyRange, NanRule, ValueRanges, order_key, order_key32, value_ranges,
 };
-pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type};
+pub use values::{ArrowElement, VALUE_COLUMN, array_from_le, arrow_type, common_type};

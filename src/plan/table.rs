@@ -1,19 +1,24 @@
 //! [`TableModel`]: the table one or several datasets on one grid present — one column
 //! per axis, then one value column per dataset ([`ValueColumn`]) — and the statistics of
-//! a selection of it.
+//! a selection of it; for an archive, its files ([`FileSet`]: which file each task
+//! reads, and where its tiles lie on the archive's axes).
 
-use super::axes::{Axis, axes_of, coordinate_spans, without};
+use super::attrs::field_metadata;
+use super::axes::{Axis, axes_of, coordinate_spans};
+use super::common_grid::{aligned_tasks, grid_count, id_space, tasks_by_id};
 use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
-use super::tasks::TaskCache;
-use super::values::{VALUE_COLUMN, arrow_type};
-use crate::format::{Dataset, MissingValues, Packing};
+use super::tasks::{ChunkTask, TaskCache};
+use super::value_column::ValueColumn;
+use super::values::VALUE_COLUMN;
+use crate::format::Dataset;
 use crate::io::TetSource;
 use arrow::array::Array;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics, plan_err};
 use datafusion::error::DataFusionError;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// One dataset of an opened file as a table, or several datasets of one shape and
@@ -46,73 +51,11 @@ pub struct TableModel {
     /// The chunk tasks of recent selections (shared by the copies of this table that
     /// differ in session options only: those change no task).
     pub tasks: Arc<TaskCache>,
-}
-
-/// One dataset as a value column of a [`TableModel`]: where its chunks are, and how its
-/// stored elements become values.
-#[derive(Debug, Clone)]
-pub struct ValueColumn {
-    /// The dataset's file.
-    pub source: Arc<TetSource>,
-    /// Directory position of the dataset in that file.
-    pub dataset: usize,
-    /// The column's name: `v` in a table of one dataset, else the dataset's name.
-    pub name: String,
-    /// Which stored elements are NULL.
-    pub missing: MissingValues,
-    /// Integer packing, when the dataset is packed.
-    pub packing: Option<Packing>,
-}
-
-impl ValueColumn {
-    /// Dataset `ds` of `source` as the value column `name`.
-    pub fn new(source: Arc<TetSource>, ds: usize, name: &str) -> Result<Self> {
-        let d = &source.file.datasets[ds];
-        let in_file = |e: crate::format::FormatError| DataFusionError::from(e.in_file(&source.location));
-        Ok(ValueColumn {
-            missing: d.missing_values(false).map_err(in_file)?,
-            packing: d.packing().map_err(in_file)?,
-            name: name.to_owned(),
-            dataset: ds,
-            source,
-        })
-    }
-
-    /// The dataset.
-    pub fn dataset(&self) -> &Dataset {
-        &self.source.file.datasets[self.dataset]
-    }
-
-    /// Whether any cell can be NULL under this column's rule.
-    pub fn has_missing(&self) -> bool {
-        !self.missing.is_empty()
-    }
-
-    /// The column's Arrow type: the dataset's, or Float64 when packed.
-    pub fn data_type(&self) -> DataType {
-        match self.packing {
-            Some(_) => DataType::Float64,
-            None => arrow_type(self.dataset().dtype()),
-        }
-    }
-
-    /// The column's Arrow field. Its metadata is the dataset's attributes without the
-    /// encoding the column has applied: the missing-value attributes (those cells are
-    /// NULL) and `scale_factor`/`add_offset` (values are unpacked, here or, for float
-    /// datasets, by the converter that wrote the file). `tet_datasets` keeps them.
-    fn field(&self) -> Field {
-        let ds = self.dataset();
-        let nullable = self.has_missing() || ds.dtype().is_float();
-        let mut applied = crate::format::cf::MISSING_VALUE_ATTRS.to_vec();
-        applied.extend(crate::format::cf::PACKING_ATTRS);
-        let attrs = without(&ds.meta.attrs, &applied);
-        Field::new(&self.name, self.data_type(), nullable).with_metadata(field_metadata(&attrs))
-    }
-
-    /// `file:dataset`, for messages.
-    pub fn describe(&self) -> String {
-        format!("{}:{}", self.source.location, self.dataset().name())
-    }
+    /// The files of an archive table (`None` for one file). Then `source`, `dataset` and
+    /// `values` are those of its first file, and `axes` and `schema` the archive's:
+    /// every file stores each value column alike, so `values` give every file's decoding
+    /// rule; where the bytes are is each file's own ([`TableModel::file_of`]).
+    pub files: Option<Arc<FileSet>>,
 }
 
 impl TableModel {
@@ -242,6 +185,7 @@ impl TableModel {
             nan_is_null: false,
             limits: Limits::default(),
             tasks: Arc::default(),
+            files: None,
         })
     }
 
@@ -286,6 +230,12 @@ impl TableModel {
         if values.is_empty() {
             return plan_err!("{}: a table needs at least one dataset", self.source.location);
         }
+        if self.files.is_some() {
+            return plan_err!(
+                "{}: the value columns of an archive come from its own files",
+                self.location()
+            );
+        }
         let mut t = Self::assemble(self.source.clone(), self.dataset, self.axes.clone(), values)?;
         t.nan_is_null = self.nan_is_null;
         t.limits = self.limits;
@@ -324,14 +274,147 @@ impl TableModel {
         Arc::new(t)
     }
 
-    /// This table with `tet.nan_is_null` set to `on` (every NaN NULL when on).
+    /// This table with `tet.nan_is_null` set to `on` (every NaN NULL when on; in each
+    /// file of an archive).
     pub fn with_nan_is_null(self: &Arc<Self>, on: bool) -> Arc<Self> {
         if on == self.nan_is_null {
             return self.clone();
         }
         let mut t = TableModel::clone(self);
         t.nan_is_null = on;
+        if let Some(files) = &self.files {
+            let mut files = FileSet::clone(files);
+            for m in &mut files.members {
+                m.table = m.table.with_nan_is_null(on);
+            }
+            t.files = Some(Arc::new(files));
+        }
         Arc::new(t.with_missing_rule())
+    }
+
+    /// The archive table named `pattern` of the one-file tables `members` (at least one),
+    /// ordered along axis `axis`, with the archive's `axes` and `schema` (see
+    /// [`super::combine`], which checks that they combine); `uniform` as
+    /// [`FileSet::uniform`].
+    pub fn of_files(
+        pattern: &str,
+        axis: usize,
+        axes: Vec<Axis>,
+        schema: SchemaRef,
+        members: Vec<TableModel>,
+        uniform: bool,
+    ) -> TableModel {
+        let (mut id_base, mut start) = (0u64, 0u64);
+        let mut set = Vec::with_capacity(members.len());
+        for m in members {
+            let (ids, len) = (id_space(&m.records()), m.axes[axis].extent);
+            set.push(Member {
+                table: Arc::new(m),
+                start,
+                id_base,
+            });
+            id_base = id_base.saturating_add(ids);
+            start += len;
+        }
+        let head = &set[0].table;
+        TableModel {
+            source: head.source.clone(),
+            dataset: head.dataset,
+            axes,
+            schema,
+            values: head.values.clone(),
+            nan_is_null: head.nan_is_null,
+            limits: head.limits,
+            tasks: Arc::default(),
+            files: Some(Arc::new(FileSet {
+                pattern: pattern.to_owned(),
+                axis,
+                members: set,
+                uniform,
+            })),
+        }
+    }
+
+    /// The table of this table's value columns then `other`'s, on this table's axes (which
+    /// `other` must have, see [`TableModel::same_axes`]), the columns named `names` in
+    /// that order: the join rewrite's table. Two archives combine file by file when their
+    /// files lie at the same positions; an archive beside one file is an error (the join
+    /// is then left to DataFusion).
+    pub fn joined(&self, other: &TableModel, names: &[String]) -> Result<Self> {
+        let renamed = |t: &TableModel, names: &[String]| -> Vec<ValueColumn> {
+            t.values
+                .iter()
+                .zip(names)
+                .map(|(v, n)| ValueColumn {
+                    name: n.clone(),
+                    ..v.clone()
+                })
+                .collect()
+        };
+        let (mine, theirs) = names.split_at(self.values.len().min(names.len()));
+        if theirs.len() != other.values.len() {
+            return plan_err!(
+                "{} value column names for {} columns",
+                names.len(),
+                self.values.len() + other.values.len()
+            );
+        }
+        let both = |a: &TableModel, b: &TableModel| {
+            let values = renamed(a, mine).into_iter().chain(renamed(b, theirs)).collect();
+            a.with_values(values)
+        };
+        let (Some(f), Some(g)) = (&self.files, &other.files) else {
+            if self.files.is_some() || other.files.is_some() {
+                return plan_err!(
+                    "{} and {}: an archive is joined with one file",
+                    self.location(),
+                    other.location()
+                );
+            }
+            return both(self, other);
+        };
+        let layout = |f: &FileSet| -> Vec<(u64, u64)> {
+            f.members
+                .iter()
+                .map(|m| (m.start, m.table.axes[f.axis].extent))
+                .collect()
+        };
+        if f.axis != g.axis || layout(f) != layout(g) {
+            return plan_err!("{} and {}: their files lie at other positions", f.pattern, g.pattern);
+        }
+        let members = f
+            .members
+            .iter()
+            .zip(&g.members)
+            .map(|(m, n)| both(&m.table, &n.table))
+            .collect::<Result<Vec<_>>>()?;
+        let value_fields = self.schema.fields()[self.axes.len()..]
+            .iter()
+            .zip(mine)
+            .chain(other.schema.fields()[other.axes.len()..].iter().zip(theirs))
+            .map(|(field, name)| field.as_ref().clone().with_name(name));
+        let fields: Vec<Field> = self.schema.fields()[..self.axes.len()]
+            .iter()
+            .map(|field| field.as_ref().clone())
+            .chain(value_fields)
+            .collect();
+        let mut t = Self::of_files(
+            &f.pattern,
+            f.axis,
+            self.axes.clone(),
+            Arc::new(Schema::new(fields)),
+            members,
+            f.uniform && g.uniform,
+        );
+        t.nan_is_null = self.nan_is_null;
+        t.limits = self.limits;
+        Ok(t)
+    }
+
+    /// Whether every file of the table stores each value column alike, so that the
+    /// table's `values` decode every task (always for one file): what the fold needs.
+    pub fn is_uniform(&self) -> bool {
+        self.files.as_ref().is_none_or(|f| f.uniform)
     }
 
     /// Every value column's missing rule under this table's `nan_is_null`.
@@ -383,7 +466,78 @@ impl TableModel {
 
     /// Whether any value column's file is in an object store.
     pub fn is_remote(&self) -> bool {
-        self.values.iter().any(|v| v.source.is_remote())
+        match &self.files {
+            Some(f) => f.members.iter().any(|m| m.table.is_remote()),
+            None => self.values.iter().any(|v| v.source.is_remote()),
+        }
+    }
+
+    /// What the table reads, for messages: the file, or an archive's pattern.
+    pub fn location(&self) -> &str {
+        match &self.files {
+            Some(f) => &f.pattern,
+            None => &self.source.location,
+        }
+    }
+
+    /// The table's shape: each axis' extent.
+    pub fn shape(&self) -> Vec<u64> {
+        self.axes.iter().map(|a| a.extent).collect()
+    }
+
+    /// The one-file table whose bytes task `t` reads: an archive's file `t.file`, else
+    /// this table.
+    pub fn file_of(&self, t: &ChunkTask) -> &TableModel {
+        self.member(t.file)
+    }
+
+    /// File `file` of an archive (this table for a table of one file). Tasks name only
+    /// files of their table ([`FileSet::tasks`], checked by [`TableModel::tasks_by_id`]).
+    pub fn member(&self, file: u32) -> &TableModel {
+        match &self.files {
+            Some(f) => f.members.get(file as usize).map_or(self, |m| &m.table),
+            None => self,
+        }
+    }
+
+    /// The first position of task `t`'s tile on each of the table's axes.
+    pub fn tile_start(&self, t: &ChunkTask) -> Vec<u64> {
+        let mut start = t.tile_start(&self.file_of(t).dataset().record.chunk_shape);
+        if let Some(f) = &self.files
+            && let Some(m) = f.members.get(t.file as usize)
+        {
+            start[f.axis] += m.start;
+        }
+        start
+    }
+
+    /// The tasks of the selection `sel` (over the table's axes), in read order: each
+    /// file's in payload order, file after file.
+    pub fn tasks(&self, sel: &[AxisSelection]) -> Vec<ChunkTask> {
+        if let Some(f) = &self.files {
+            return f.tasks(sel);
+        }
+        let (file, ds) = (&self.source.file, self.dataset());
+        let mut tasks = aligned_tasks(&self.records(), sel);
+        tasks.sort_by_key(|t| file.chunk(ds, t.linear).1.payload_offset);
+        tasks
+    }
+
+    /// [`TableModel::tasks`] made from their ids, each alone, in the order given (see
+    /// [`tasks_by_id`]).
+    pub fn tasks_by_id(&self, sel: &[AxisSelection], ids: &[Vec<u64>]) -> Result<Vec<Vec<ChunkTask>>, String> {
+        match &self.files {
+            Some(f) => f.tasks_by_id(sel, ids),
+            None => tasks_by_id(&self.records(), sel, ids),
+        }
+    }
+
+    /// Tasks of the table over every cell.
+    pub fn grid_count(&self) -> u64 {
+        match &self.files {
+            Some(f) => f.grid_count(),
+            None => grid_count(&self.records()),
+        }
     }
 
     /// Whether the table has more than one value column.
@@ -450,11 +604,6 @@ impl TableModel {
     }
 }
 
-/// Attributes as Arrow field metadata.
-fn field_metadata(attrs: &std::collections::BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
-    attrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
 /// The smallest (`min`) or largest value of `a`.
 fn extreme(a: &Arc<dyn Array>, min: bool) -> Result<ScalarValue> {
     let mut best: Option<ScalarValue> = None;
@@ -473,4 +622,114 @@ fn extreme(a: &Arc<dyn Array>, min: bool) -> Result<ScalarValue> {
         };
     }
     best.ok_or_else(|| DataFusionError::Internal("empty axis".into()))
+}
+
+/// The files of an archive table, in order along the concatenation axis.
+#[derive(Debug, Clone)]
+pub struct FileSet {
+    /// The pattern as the user wrote it (for messages).
+    pub pattern: String,
+    /// The concatenation axis (a dimension index).
+    pub axis: usize,
+    /// The files, ordered along `axis`.
+    pub members: Vec<Member>,
+    /// Whether every file stores each value column alike (one dtype, missing-value rule
+    /// and packing): then the archive's `values` decode every file, and the fold may
+    /// accumulate their stored values together. Otherwise each file's cells are decoded
+    /// by its own rule ([`TableModel::file_of`]) and cast to the archive's type.
+    pub uniform: bool,
+}
+
+/// One file of an archive table.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The file's own table (its source, datasets, chunk grids, codecs and axes).
+    pub table: Arc<TableModel>,
+    /// Its first position on the concatenation axis of the archive.
+    pub start: u64,
+    /// Its first task id in the archive (the ids of the files before it, summed).
+    pub id_base: u64,
+}
+
+impl FileSet {
+    /// `sel` (over the archive's axes) in member `i`'s positions; `None` when it selects
+    /// nothing of that file.
+    fn local_selection(&self, i: usize, sel: &[AxisSelection]) -> Option<Vec<AxisSelection>> {
+        let m = &self.members[i];
+        let extent = m.table.axes[self.axis].extent;
+        let ranges: Vec<(u64, u64)> = sel[self.axis]
+            .ranges_within(m.start, m.start + extent)
+            .map(|(a, b)| (a - m.start, b - m.start))
+            .collect();
+        if ranges.is_empty() {
+            return None;
+        }
+        let mut local = sel.to_vec();
+        local[self.axis] = AxisSelection::from_sorted_ranges(extent, ranges);
+        Some(local)
+    }
+
+    /// The tasks of every member `sel` reaches, member after member, each member's in its
+    /// payload order.
+    pub fn tasks(&self, sel: &[AxisSelection]) -> Vec<ChunkTask> {
+        let mut out = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            let Some(local) = self.local_selection(i, sel) else {
+                continue;
+            };
+            let first = out.len();
+            out.extend(m.table.tasks(&local));
+            for t in &mut out[first..] {
+                t.file = i as u32;
+                t.id += m.id_base;
+            }
+        }
+        out
+    }
+
+    /// The member holding global task id `id`.
+    fn member_of_id(&self, id: u64) -> usize {
+        self.members.partition_point(|m| m.id_base <= id).saturating_sub(1)
+    }
+
+    /// [`FileSet::tasks`] made from their ids, each alone (see
+    /// [`super::tasks_by_id`]); an id that no member's selection holds, or one listed
+    /// twice, is an error.
+    pub fn tasks_by_id(&self, sel: &[AxisSelection], ids: &[Vec<u64>]) -> Result<Vec<Vec<ChunkTask>>, String> {
+        let mut local: HashMap<usize, Option<Vec<AxisSelection>>> = HashMap::new();
+        let mut seen = HashSet::new();
+        ids.iter()
+            .map(|part| {
+                part.iter()
+                    .map(|&id| {
+                        if !seen.insert(id) {
+                            return Err(format!("chunk {id} is listed twice"));
+                        }
+                        let i = self.member_of_id(id);
+                        let m = &self.members[i];
+                        let within = local.entry(i).or_insert_with(|| self.local_selection(i, sel));
+                        let Some(within) = within else {
+                            return Err(format!("chunk {id}: its file is not selected"));
+                        };
+                        let mut task = tasks_by_id(&m.table.records(), within, &[vec![id - m.id_base]])
+                            .map_err(|e| format!("{}: {e}", m.table.source.location))?
+                            .pop()
+                            .and_then(|mut p| p.pop())
+                            .ok_or_else(|| format!("chunk {id}: no task"))?;
+                        task.file = i as u32;
+                        task.id = id;
+                        Ok(task)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Tasks of the archive over every cell.
+    pub fn grid_count(&self) -> u64 {
+        self.members
+            .iter()
+            .map(|m| m.table.grid_count())
+            .fold(0, u64::saturating_add)
+    }
 }

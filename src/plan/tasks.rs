@@ -17,6 +17,10 @@ pub struct ChunkTask {
     /// (always for one dataset), else the row-major index of the task's first cell
     /// (see [`aligned_tasks`](super::common_grid::aligned_tasks)).
     pub id: u64,
+    /// The file of the table the task reads (its position among an archive's members,
+    /// see [`TableModel::file_of`](super::TableModel::file_of)); 0 in a table of one
+    /// file. `linear`, `coords`, `local`, `tile_extent` and `parts` are in that file.
+    pub file: u32,
     /// Row-major chunk id (of the first dataset).
     pub linear: u64,
     /// Chunk grid coordinates.
@@ -155,6 +159,7 @@ impl ChunkTask {
             .collect();
         ChunkTask {
             id: self.id,
+            file: self.file,
             linear: p.linear,
             coords: p.coords.clone(),
             local,
@@ -288,6 +293,7 @@ impl Iterator for Slabs {
         local.extend(task.local[d + 1..].iter().cloned());
         let slab = ChunkTask {
             id: task.id,
+            file: task.file,
             linear: task.linear,
             coords: task.coords.clone(),
             local,

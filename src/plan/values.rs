@@ -51,6 +51,56 @@ where
     Arc::new(PrimitiveArray::<A>::new(values, nulls))
 }
 
+/// The type values of types `a` and `b` (numeric Arrow types of value columns) take
+/// together, as numpy's `result_type` gives it (what xarray's concatenation of two files
+/// gives): the wider of two floats or of two integers of one signedness; a signed integer
+/// wide enough for both when the signedness differs (Float64 past 64 bits); a float wide
+/// enough for the integer's values beside an integer (Float16 holds 8-bit, Float32 16-bit
+/// integers). `None` for a type that is not a numeric value column's.
+pub fn common_type(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    /// (is float, is signed, bits).
+    fn kind(t: &DataType) -> Option<(bool, bool, u32)> {
+        Some(match t {
+            Float16 => (true, true, 16),
+            Float32 => (true, true, 32),
+            Float64 => (true, true, 64),
+            Int8 => (false, true, 8),
+            Int16 => (false, true, 16),
+            Int32 => (false, true, 32),
+            Int64 => (false, true, 64),
+            UInt8 => (false, false, 8),
+            UInt16 => (false, false, 16),
+            UInt32 => (false, false, 32),
+            UInt64 => (false, false, 64),
+            _ => return None,
+        })
+    }
+    let float = |bits: u32| match bits {
+        0..=16 => Float16,
+        17..=32 => Float32,
+        _ => Float64,
+    };
+    let int = |signed: bool, bits: u32| match (signed, bits) {
+        (true, 0..=8) => Int8,
+        (true, 9..=16) => Int16,
+        (true, 17..=32) => Int32,
+        (true, 33..=64) => Int64,
+        (false, 0..=8) => UInt8,
+        (false, 9..=16) => UInt16,
+        (false, 17..=32) => UInt32,
+        (false, 33..=64) => UInt64,
+        _ => Float64,
+    };
+    let (x, y) = (kind(a)?, kind(b)?);
+    Some(match (x, y) {
+        ((true, _, p), (true, _, q)) => float(p.max(q)),
+        ((true, _, f), (false, _, i)) | ((false, _, i), (true, _, f)) => float(f.max(if i >= 32 { 64 } else { 2 * i })),
+        ((false, true, p), (false, false, q)) | ((false, false, q), (false, true, p)) => int(true, p.max(2 * q)),
+        ((false, s, p), (false, _, q)) => int(s, p.max(q)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,20 +45,25 @@ impl<'a> ZonePruning<'a> {
 
     /// The lower (`min`) or upper bound of value column `column` in each task's chunk.
     fn bound(&self, column: &Column, min: bool) -> Option<ArrayRef> {
-        let (k, value) = self.table.value_named(&column.name)?;
-        let zones = value.dataset().zones.as_ref()?;
+        let (k, _) = self.table.value_named(&column.name)?;
         let ty = self
             .table
             .schema
             .field(self.table.value_index() + k)
             .data_type()
             .clone();
-        let dtype = value.dataset().dtype();
-        let packing = value.packing;
-        // A negative scale turns the stored maximum into the smallest value.
-        let stored_min = min == packing.is_none_or(|p| p.scale >= 0.0);
-        let trusted = |z: &&ZoneStat| z.null_count == 0 || !(dtype.is_float() || value.missing.is_empty());
+        let unknown = || ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null);
         let values = self.tasks.iter().map(|t| {
+            // Each file's own zone maps, decoded by its own rule, in the table's type.
+            let value = &self.table.file_of(t).values[k];
+            let Some(zones) = value.dataset().zones.as_ref() else {
+                return unknown();
+            };
+            let dtype = value.dataset().dtype();
+            let packing = value.packing;
+            // A negative scale turns the stored maximum into the smallest value.
+            let stored_min = min == packing.is_none_or(|p| p.scale >= 0.0);
+            let trusted = |z: &&ZoneStat| z.null_count == 0 || !(dtype.is_float() || value.missing.is_empty());
             // The bound over every chunk holding the task's cells (several when the task
             // is spread over that dataset's chunks); unknown if any chunk's is.
             let mut bound: Option<Option<Scalar>> = None;
@@ -75,7 +80,7 @@ impl<'a> ZonePruning<'a> {
                 Some(p) => Some(ScalarValue::Float64(Some(p.apply(s.as_f64())))),
                 None => to_scalar(dtype, s),
             });
-            v.unwrap_or(ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
+            v.and_then(|v| v.cast_to(&ty).ok()).unwrap_or_else(unknown)
         });
         ScalarValue::iter_to_array(values).ok()
     }

@@ -323,7 +323,10 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
         return Ok(None);
     }
     let aggregation = Aggregation { groups, aggs, filter };
-    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() {
+    // The fold accumulates stored values: the files of an archive that store a column
+    // differently (their own packing or fill values) are left to DataFusion's aggregate
+    // over the scan, which decodes each file by its own rule.
+    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() || !table.is_uniform() {
         return Ok(None);
     }
     let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);

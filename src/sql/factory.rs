@@ -6,6 +6,7 @@
 //! ([`TetTableOptions`]). In a plain `SessionContext` the keys reach the factory as
 //! written (`tet.dataset`), or as `format.dataset` when written undotted (`'dataset'`).
 
+use super::archive::open_table;
 use super::table::TetTableProvider;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
@@ -22,6 +23,8 @@ pub struct TetTableOptions {
     pub dataset: Option<String>,
     /// Several datasets to expose as one table, comma-separated (`tet.datasets`).
     pub datasets: Option<String>,
+    /// The axis an archive's files are concatenated along (`tet.concat_axis`).
+    pub concat_axis: Option<String>,
 }
 
 impl ConfigExtension for TetTableOptions {
@@ -48,7 +51,11 @@ impl ExtensionOptions for TetTableOptions {
                 self.datasets = Some(value.to_owned());
                 Ok(())
             }
-            other => plan_err!("unknown option tet.{other} (supported: tet.dataset, tet.datasets)"),
+            "concat_axis" => {
+                self.concat_axis = Some(value.to_owned());
+                Ok(())
+            }
+            other => plan_err!("unknown option tet.{other} (supported: tet.dataset, tet.datasets, tet.concat_axis)"),
         }
     }
     fn entries(&self) -> Vec<ConfigEntry> {
@@ -62,6 +69,11 @@ impl ExtensionOptions for TetTableOptions {
                 key: "tet.datasets".into(),
                 value: self.datasets.clone(),
                 description: "datasets of one shape exposed as one table (comma-separated), a value column each",
+            },
+            ConfigEntry {
+                key: "tet.concat_axis".into(),
+                value: self.concat_axis.clone(),
+                description: "the axis the files of an archive are concatenated along",
             },
         ]
     }
@@ -77,32 +89,37 @@ impl TableProviderFactory for TetTableFactory {
         let [location] = cmd.locations.as_slice() else {
             return plan_err!("STORED AS TET takes exactly one LOCATION, got {}", cmd.locations.len());
         };
-        let (mut dataset, mut datasets) = (None, None);
+        let (mut dataset, mut datasets, mut concat_axis) = (None, None, None);
         for (k, v) in &cmd.options {
             match k.as_str() {
                 "tet.dataset" | "format.dataset" | "dataset" => dataset = Some(v.clone()),
                 "tet.datasets" | "format.datasets" | "datasets" => datasets = Some(v.clone()),
+                "tet.concat_axis" | "format.concat_axis" | "concat_axis" => concat_axis = Some(v.clone()),
                 // Object store settings (datafusion-cli configures the store from these
                 // before the table is created).
                 k if k.starts_with("aws.") || k.starts_with("gcp.") => {}
                 other => {
                     return plan_err!(
-                        "unknown option {other:?} for STORED AS TET (supported: 'tet.dataset', 'tet.datasets')"
+                        "unknown option {other:?} for STORED AS TET (supported: 'tet.dataset', 'tet.datasets', \
+                         'tet.concat_axis')"
                     );
                 }
             }
         }
-        let table = match (dataset, datasets) {
+        let names: Vec<&str> = match (&dataset, &datasets) {
             (Some(_), Some(_)) => return plan_err!("STORED AS TET takes 'tet.dataset' or 'tet.datasets', not both"),
             (None, Some(list)) => {
                 let names: Vec<&str> = list.split(',').map(str::trim).collect();
                 if names.iter().any(|n| n.is_empty()) {
                     return plan_err!("'tet.datasets' {list:?} names an empty dataset; write e.g. 't2m,sst'");
                 }
-                TetTableProvider::open_datasets(state, location, &names).await?
+                names
             }
-            (dataset, None) => TetTableProvider::open(state, location, dataset.as_deref()).await?,
+            (dataset, None) => dataset.iter().map(String::as_str).collect(),
         };
+        let (config, runtime) = (state.config(), state.runtime_env());
+        let model = open_table(config, runtime, location, &names, concat_axis.as_deref()).await?;
+        let table = TetTableProvider::from_model(model);
         if !cmd.schema.fields().is_empty() {
             let declared: Vec<_> = cmd
                 .schema

@@ -1,10 +1,9 @@
 //! Table functions: `tet(path [, dataset, ...])`, `tet_datasets(path)`, `tet_chunks(path [, dataset])`.
 
-use super::session_options::TetConfig;
-use super::table::{TetTableProvider, block_on, open_source};
+use super::archive::{open_sources_blocking, open_table_blocking};
+use super::table::TetTableProvider;
 use crate::format::Codec;
 use crate::io::TetSource;
-use crate::plan::TableModel;
 use arrow::array::{
     ArrayRef, Float64Array, ListBuilder, RecordBatch, StringArray, StringBuilder, UInt64Array, UInt64Builder,
 };
@@ -12,12 +11,11 @@ use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, plan_err};
 use datafusion::datasource::MemTable;
-use datafusion::error::DataFusionError;
 use datafusion::logical_expr::Expr;
 use std::sync::Arc;
 
 /// Read the string arguments of a table function call: `min..=max` non-NULL literals.
-fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) -> Result<Vec<String>> {
+pub(super) fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) -> Result<Vec<String>> {
     if exprs.len() < min || exprs.len() > max {
         return plan_err!("{name}() takes {usage}; got {} argument(s)", exprs.len());
     }
@@ -40,43 +38,20 @@ fn string_args(name: &str, usage: &str, exprs: &[Expr], min: usize, max: usize) 
         .collect()
 }
 
-/// Open `location` in `session`, through its [`SourceCache`](crate::io::SourceCache) when it has one: local
-/// files directly, object store URLs by waiting on the session's store.
-fn open(session: &dyn Session, function: &str, location: &str) -> Result<Arc<TetSource>> {
-    if crate::io::remote_url(location)?.is_none() {
-        let cache = TetConfig::source_cache(session.config());
-        return TetSource::open_local(cache.as_deref(), location).map_err(DataFusionError::from);
-    }
-    block_on(function, open_source(session, location))
-}
-
 /// `tet(path [, dataset, ...])`: the dataset as a table, or several datasets of one shape
 /// as one table with a value column each (see [`TetTableProvider`]).
 #[derive(Debug, Default)]
 pub struct TetFunction;
 
 /// The most datasets one `tet()` call names.
-const MAX_TET_DATASETS: usize = 64;
+pub(super) const MAX_TET_DATASETS: usize = 64;
 
 impl TableFunctionImpl for TetFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet", "(path [, dataset, ...])", args.exprs(), 1, 1 + MAX_TET_DATASETS)?;
         let names: Vec<&str> = a[1..].iter().map(String::as_str).collect();
-        let session = args.session();
-        if crate::io::remote_url(&a[0])?.is_none() {
-            let source = open(session, "tet()", &a[0])?;
-            let limits = TetConfig::of(session.config()).limits();
-            return Ok(Arc::new(TetTableProvider::from_model(match names.len() {
-                0 => TableModel::from_source(source, None, limits)?,
-                _ => TableModel::from_datasets(source, &names, limits)?,
-            })));
-        }
-        Ok(Arc::new(block_on("tet()", async {
-            match names.len() {
-                0 => TetTableProvider::open(session, &a[0], None).await,
-                _ => TetTableProvider::open_datasets(session, &a[0], &names).await,
-            }
-        })?))
+        let table = open_table_blocking(args.session(), "tet()", &a[0], &names)?;
+        Ok(Arc::new(TetTableProvider::from_model(table)))
     }
 }
 
@@ -100,8 +75,12 @@ fn list_field(name: &str, item: DataType) -> Field {
 impl TableFunctionImpl for TetDatasetsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_datasets", "(path)", args.exprs(), 1, 1)?;
-        let src = open(args.session(), "tet_datasets()", &a[0])?;
-        Ok(Arc::new(TetMetadataTable::new(src, MetadataKind::Datasets, None)?))
+        let (sources, _) = open_sources_blocking(args.session(), "tet_datasets()", &a[0])?;
+        Ok(Arc::new(TetMetadataTable::of_files(
+            sources,
+            MetadataKind::Datasets,
+            None,
+        )?))
     }
 }
 
@@ -168,9 +147,9 @@ pub struct TetChunksFunction;
 impl TableFunctionImpl for TetChunksFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = string_args("tet_chunks", "(path [, dataset])", args.exprs(), 1, 2)?;
-        let src = open(args.session(), "tet_chunks()", &a[0])?;
-        Ok(Arc::new(TetMetadataTable::new(
-            src,
+        let (sources, _) = open_sources_blocking(args.session(), "tet_chunks()", &a[0])?;
+        Ok(Arc::new(TetMetadataTable::of_files(
+            sources,
             MetadataKind::Chunks,
             a.get(1).map(String::as_str),
         )?))
@@ -227,6 +206,18 @@ fn chunks_batch(src: &TetSource, dataset: Option<&str>) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(schema, columns)?)
 }
 
+/// `batch` with a last column `file` holding `location` on every row.
+fn with_file_column(batch: RecordBatch, location: &str) -> Result<RecordBatch> {
+    let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("file", DataType::Utf8, false));
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+        location,
+        batch.num_rows(),
+    ))));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+}
+
 /// Which metadata table a [`TetMetadataTable`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetadataKind {
@@ -237,10 +228,11 @@ pub enum MetadataKind {
 }
 
 /// The table of `tet_datasets()` / `tet_chunks()`: a small in-memory table computed from
-/// a file's directory and index. Plan codecs carry it as (file, kind, dataset) and recompute it.
+/// the directory and index of a file (or of each file of an archive), the file named in
+/// its last column. Plan codecs carry it as (files, kind, dataset) and recompute it.
 #[derive(Debug)]
 pub struct TetMetadataTable {
-    source: Arc<TetSource>,
+    sources: Vec<Arc<TetSource>>,
     kind: MetadataKind,
     dataset: Option<String>,
     rows: MemTable,
@@ -249,21 +241,40 @@ pub struct TetMetadataTable {
 impl TetMetadataTable {
     /// The `kind` table of `source` (for [`MetadataKind::Chunks`], of `dataset` or of all).
     pub fn new(source: Arc<TetSource>, kind: MetadataKind, dataset: Option<&str>) -> Result<Self> {
-        let batch = match kind {
-            MetadataKind::Datasets => datasets_batch(&source)?,
-            MetadataKind::Chunks => chunks_batch(&source, dataset)?,
+        Self::of_files(vec![source], kind, dataset)
+    }
+
+    /// The `kind` table of each of `sources` (at least one), one after the other.
+    pub fn of_files(sources: Vec<Arc<TetSource>>, kind: MetadataKind, dataset: Option<&str>) -> Result<Self> {
+        let batches = sources
+            .iter()
+            .map(|source| {
+                let batch = match kind {
+                    MetadataKind::Datasets => datasets_batch(source)?,
+                    MetadataKind::Chunks => chunks_batch(source, dataset)?,
+                };
+                with_file_column(batch, &source.location)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let Some(first) = batches.first() else {
+            return plan_err!("a metadata table of no file");
         };
         Ok(TetMetadataTable {
-            rows: MemTable::try_new(batch.schema(), vec![vec![batch]])?,
-            source,
+            rows: MemTable::try_new(first.schema(), vec![batches])?,
+            sources,
             kind,
             dataset: dataset.map(str::to_owned),
         })
     }
 
-    /// The file described.
+    /// The (first) file described.
     pub fn source(&self) -> &Arc<TetSource> {
-        &self.source
+        &self.sources[0]
+    }
+
+    /// Every file described, in row order.
+    pub fn sources(&self) -> &[Arc<TetSource>] {
+        &self.sources
     }
 
     /// Which table this is.

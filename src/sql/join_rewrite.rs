@@ -240,8 +240,8 @@ fn try_rewrite(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
             .collect()
     };
     let (lnames, rnames) = (names_of(&lt.values, &lvalues), names_of(&rt.values, &rvalues));
-    let values: Vec<ValueColumn> = lvalues.into_iter().chain(rvalues).collect();
-    let Ok(table) = lt.with_values(values) else {
+    let names: Vec<String> = lvalues.iter().chain(&rvalues).map(|v| v.name.clone()).collect();
+    let Ok(table) = lt.joined(rt, &names) else {
         return Ok(None);
     };
     let table = Arc::new(table);

@@ -7,7 +7,9 @@
 //! walk payloads (that is `exec`).
 
 mod agg_pushdown;
+mod archive;
 mod factory;
+mod files_table;
 mod functions;
 mod join_rewrite;
 mod merge;
@@ -15,11 +17,13 @@ mod session_options;
 mod table;
 
 pub use agg_pushdown::{TetAggregatePushdown, TetAggregateTable};
+#[cfg(feature = "ballista")]
+pub(crate) use archive::block_on;
+pub use archive::{open_source, open_source_with, open_table};
 pub use factory::{TetTableFactory, TetTableOptions};
+pub use files_table::TetFilesFunction;
 pub use functions::{MetadataKind, TetChunksFunction, TetDatasetsFunction, TetFunction, TetMetadataTable};
 pub use join_rewrite::TetJoinRewrite;
 pub use merge::{FloatExtreme, MergeMoments, MomentKind, merge_functions};
 pub use session_options::TetConfig;
-#[cfg(feature = "ballista")]
-pub(crate) use table::block_on;
-pub use table::{TetTableProvider, open_source, open_source_with};
+pub use table::TetTableProvider;

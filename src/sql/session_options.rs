@@ -5,7 +5,8 @@
 //! `tet.max_request_bytes`, `tet.fetch_concurrency` and `tet.fetch_window_bytes` tune object
 //! store reads; `tet.max_tile_bytes`, `tet.max_dataset_cells` and `tet.max_axis_positions`
 //! bound what a query may make of a file's claims ([`Limits`]); `tet.cache_max_bytes`
-//! bounds the session's [`SourceCache`].
+//! bounds the session's [`SourceCache`]; `tet.concat_axis`, `tet.max_files` and
+//! `tet.open_concurrency` shape tables over archives.
 
 use crate::io::{FetchOptions, SourceCache};
 use crate::plan::{Limits, TableModel};
@@ -48,6 +49,13 @@ datafusion::common::extensions_options! {
         /// Bytes of parsed catalogs and fetched metadata the session keeps of files it
         /// opened, least recently used dropped first (0 keeps only the file in use).
         pub cache_max_bytes: u64, default = crate::io::DEFAULT_CACHE_BYTES
+        /// The axis the files of an archive table are concatenated along; empty: the one
+        /// axis whose coordinates differ between its files.
+        pub concat_axis: String, default = String::new()
+        /// Most files one table's pattern may match.
+        pub max_files: u64, default = 100_000
+        /// Files of an archive opened at once (their metadata read concurrently).
+        pub open_concurrency: usize, default = 16
     }
 }
 
@@ -86,6 +94,11 @@ impl TetConfig {
         let cache = config.get_extension::<SourceCache>()?;
         cache.set_max_bytes(TetConfig::of(config).cache_max_bytes);
         Some(cache)
+    }
+
+    /// The concatenation axis `tet.concat_axis` forces, if any.
+    pub fn concat_axis(&self) -> Option<&str> {
+        Some(self.concat_axis.trim()).filter(|a| !a.is_empty())
     }
 
     /// The options of a session (defaults when `tet` is not registered).

@@ -1,6 +1,7 @@
 //! [`TetTableProvider`]: one dataset of one file, or several datasets on one grid, as a
 //! DataFusion table.
 
+use super::archive::open_table;
 use super::session_options::TetConfig;
 use crate::exec::{ChunkFeed, TetScanExec};
 use crate::io::TetSource;
@@ -8,7 +9,7 @@ use crate::plan::{AccessPlan, Axis, FilterKind, Limits, TableModel, classify};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::{Result, plan_err};
+use datafusion::common::Result;
 use datafusion::datasource::TableType;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -53,6 +54,11 @@ impl TetTableProvider {
     /// and expose `dataset`. Files opened before in the session reuse their parsed file when
     /// the object is unchanged.
     ///
+    /// `location` may name an archive: a glob (`era5/*.tet`, `s3://bucket/era5/2024-*.tet`,
+    /// `**` for subfolders) or a folder or prefix ending in `/`. Its files are listed
+    /// through the session's stores and concatenated along the one axis whose coordinates
+    /// differ between them (or `tet.concat_axis`), as xarray's `combine_by_coords` does.
+    ///
     /// ```no_run
     /// # async fn demo() -> datafusion::error::Result<()> {
     /// use datafusion::prelude::SessionContext;
@@ -77,9 +83,10 @@ impl TetTableProvider {
         location: &str,
         dataset: Option<&str>,
     ) -> Result<Self> {
-        let source = open_source_with(config, runtime, location).await?;
-        let limits = TetConfig::of(config).limits();
-        Ok(Self::from_model(TableModel::for_source(source, dataset, limits).await?))
+        let names: Vec<&str> = dataset.into_iter().collect();
+        Ok(Self::from_model(
+            open_table(config, runtime, location, &names, None).await?,
+        ))
     }
 
     /// Open `location` (as [`TetTableProvider::open`]) and expose the datasets `names`
@@ -99,9 +106,10 @@ impl TetTableProvider {
     /// # Ok(()) }
     /// ```
     pub async fn open_datasets(session: &dyn Session, location: &str, names: &[&str]) -> Result<Self> {
-        let source = open_source(session, location).await?;
-        let limits = TetConfig::of(session.config()).limits();
-        Ok(Self::from_model(TableModel::for_datasets(source, names, limits).await?))
+        let (config, runtime) = (session.config(), session.runtime_env());
+        Ok(Self::from_model(
+            open_table(config, runtime, location, names, None).await?,
+        ))
     }
 
     /// The datasets `names` of an already opened file whose axes can be read without
@@ -165,31 +173,6 @@ impl TetTableProvider {
     }
 }
 
-/// Open `location` for `session`: its object store registry and, when [`crate::register`]
-/// installed one, its [`SourceCache`](crate::io::SourceCache).
-pub async fn open_source(session: &dyn Session, location: &str) -> Result<Arc<TetSource>> {
-    open_source_with(session.config(), session.runtime_env(), location).await
-}
-
-/// [`open_source`] from a session's parts.
-pub async fn open_source_with(config: &SessionConfig, runtime: &RuntimeEnv, location: &str) -> Result<Arc<TetSource>> {
-    let cache = TetConfig::source_cache(config);
-    Ok(TetSource::open_in(runtime, cache.as_deref(), location).await?)
-}
-
-/// Run `fut` from synchronous planning code (table functions are synchronous in
-/// DataFusion 55): on a multi-threaded tokio runtime the worker steps aside while it waits.
-pub(crate) fn block_on<T>(what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| h.block_on(fut)),
-        _ => plan_err!(
-            "{what} reads an object store while planning, which needs a multi-threaded tokio runtime; \
-             use CREATE EXTERNAL TABLE ... STORED AS TET or TetTableProvider::open instead"
-        ),
-    }
-}
-
 #[async_trait]
 impl TableProvider for TetTableProvider {
     fn schema(&self) -> SchemaRef {
@@ -201,7 +184,13 @@ impl TableProvider for TetTableProvider {
     }
 
     fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
-        let has_zone_maps = self.table.values.iter().any(|v| v.dataset().zones.is_some());
+        let has_zone_maps = match &self.table.files {
+            Some(f) => f
+                .members
+                .iter()
+                .any(|m| m.table.values.iter().any(|v| v.dataset().zones.is_some())),
+            None => self.table.values.iter().any(|v| v.dataset().zones.is_some()),
+        };
         Ok(filters
             .iter()
             .map(|f| match classify(&self.table, f) {

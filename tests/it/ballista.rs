@@ -31,10 +31,7 @@ use std::time::{Duration, Instant};
 /// raw and zstd chunks alternating.
 fn cube(path: &Path, n_time: u64) {
     let (nt, ny, nx) = (n_time, 24u64, 36u64);
-    let mut rng = Rng(9);
-    let data: Vec<u8> = (0..nt * ny * nx)
-        .flat_map(|_| ((rng.below(20_000) as f64) / 8.0 - 1000.0).to_le_bytes())
-        .collect();
+    let data = cube_values(nt);
     let chunks = nt.div_ceil(4) * 2 * 3;
     let codecs = ChunkCodecs::PerChunk(
         (0..chunks)
@@ -53,6 +50,14 @@ fn cube(path: &Path, n_time: u64) {
     w.dataset(spec).unwrap();
     w.zone_maps(true);
     w.write_path(path).unwrap();
+}
+
+/// The values of [`cube`] of `nt` time steps, little-endian f64 in row-major order.
+fn cube_values(nt: u64) -> Vec<u8> {
+    let mut rng = Rng(9);
+    (0..nt * 24 * 36)
+        .flat_map(|_| ((rng.below(20_000) as f64) / 8.0 - 1000.0).to_le_bytes())
+        .collect()
 }
 
 /// Queries over `cube` (`{f}` is the table): slices, labels, every pushed aggregate,
@@ -198,6 +203,87 @@ async fn crossed_grids_round_trip_as_task_ids() {
         let got = rows_of(&datafusion::physical_plan::collect(back, task).await.unwrap());
         assert_same(got, want, &sql);
     }
+}
+
+/// The cube at `whole` (of [`cube`], 64 time steps) as 3 files of 20, 24 and 20 time
+/// steps in `parts`, each with its own chunk grid (integer time labels, so the files
+/// order by them), written from the whole file's values.
+fn split_cube(parts: &Path) {
+    std::fs::create_dir_all(parts).unwrap();
+    let data = cube_values(64);
+    let plane = 24 * 36 * 8;
+    let mut start = 0u64;
+    for (i, n) in [20u64, 24, 20].into_iter().enumerate() {
+        let part = &data[(start * plane) as usize..((start + n) * plane) as usize];
+        let mut w = TetWriter::new();
+        w.dataset(
+            DatasetSpec::new("temp", DType::F64, &[n, 24, 36], &[3 + i as u64, 12, 9], part)
+                .dim_names(&["time", "lat", "lon"])
+                .labels("time", (start..start + n).map(|t| (1000 + 6 * t).to_string()).collect())
+                .labels("lat", (0..24).map(|i| format!("N{:02}", i % 12)).collect())
+                .codecs(ChunkCodecs::Zstd(1)),
+        )
+        .unwrap();
+        w.write_path(parts.join(format!("p{i}.tet"))).unwrap();
+        start += n;
+    }
+}
+
+/// A table over an archive travels with its files: the cube split into files along time
+/// (each with its own chunk grid) round-trips through the codecs, as a scan and as a
+/// fold, answering as the one file does; a file replaced after planning is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn archives_round_trip_with_their_files() {
+    let dir = tempdir();
+    let whole = dir.path().join("cube.tet");
+    cube(&whole, 64);
+    let parts = dir.path().join("parts");
+    split_cube(&parts);
+    let (from, whole_from) = (
+        format!("tet('{}/*.tet', 'temp')", parts.display()),
+        format!("tet('{}', 'temp')", whole.display()),
+    );
+    let pcodec = TetPhysicalExtensionCodec::default();
+    let (values_ctx, states) = (ctx(), ctx_with(&["tet.merge_in_scan = false"]).await);
+    for (ctx, sql) in CUBE_QUERIES.iter().flat_map(|sql| [(&values_ctx, sql), (&states, sql)]) {
+        let task = ctx.task_ctx();
+        let want = rows(ctx, &q(sql, &whole_from)).await;
+        let sql = q(sql, &from);
+        // Encoded before it runs: a plan that ran carries its TopK's dynamic filter
+        // (DataFusion 55 serializes `filter=[lon@0 < 6]` into the SortExec), which a
+        // decoded copy then applies from the start.
+        let ran = physical(ctx, &sql).await;
+        let physical = physical(ctx, &sql).await;
+        assert_same(
+            rows_of(&datafusion::physical_plan::collect(ran, task.clone()).await.unwrap()),
+            want.clone(),
+            &sql,
+        );
+        let bytes = physical_plan_to_bytes_with_extension_codec(physical.clone(), &pcodec).unwrap();
+        if !plan_text(&physical).contains("Tet") {
+            continue;
+        }
+        assert!(plan_text(&physical).contains("files="), "{}", plan_text(&physical));
+        let back = physical_plan_from_bytes_with_extension_codec(&bytes, &task, &pcodec).unwrap();
+        assert_eq!(plan_text(&back), plan_text(&physical), "{sql}");
+        let got = rows_of(&datafusion::physical_plan::collect(back, task).await.unwrap());
+        assert_same(got, want, &sql);
+    }
+    // A file rewritten after planning: the decoded plan is refused, naming it.
+    let sql = q(CUBE_QUERIES[3], &from);
+    let physical = physical(&values_ctx, &sql).await;
+    let bytes = physical_plan_to_bytes_with_extension_codec(physical, &pcodec).unwrap();
+    let p1 = parts.join("p1.tet");
+    let old = std::fs::read(&p1).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let mut changed = old.clone();
+    changed.extend_from_slice(&[0; 8]);
+    std::fs::write(&p1, &changed).unwrap();
+    let err = physical_plan_from_bytes_with_extension_codec(&bytes, &values_ctx.task_ctx(), &pcodec)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("p1.tet"), "{err}");
 }
 
 async fn physical(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
@@ -376,6 +462,15 @@ async fn in_process_cluster_equals_local_execution() {
     futures::future::join_all(cube_queries).await;
     let explain = distributed_plan(&cluster, &q(CUBE_QUERIES[3], &from)).await;
     assert!(explain.contains("TetAggregateExec"), "{explain}");
+    // An archive's tasks spread over the cluster like one file's.
+    let parts = dir.path().join("parts");
+    split_cube(&parts);
+    let archive = format!("tet('{}/', 'temp')", parts.display());
+    let archive_queries = CUBE_QUERIES.iter().map(|sql| {
+        let (cluster, local, want, got) = (&cluster, &local, q(sql, &from), q(sql, &archive));
+        async move { assert_same(rows(cluster, &got).await, rows(local, &want).await, &got) }
+    });
+    futures::future::join_all(archive_queries).await;
 }
 
 /// The `distributed_plan` row of `EXPLAIN sql` (Ballista's stages).

@@ -84,7 +84,7 @@ pub(crate) fn register(ctx: &SessionContext, url: &str, store: Arc<dyn ObjectSto
 
 /// Counts GET/HEAD requests and the bytes each asked for.
 #[derive(Debug)]
-struct Counting {
+pub(crate) struct Counting {
     inner: Arc<dyn ObjectStore>,
     requests: AtomicU64,
     heads: AtomicU64,
@@ -92,7 +92,7 @@ struct Counting {
 }
 
 impl Counting {
-    fn new(inner: Arc<dyn ObjectStore>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ObjectStore>) -> Self {
         Counting {
             inner,
             requests: AtomicU64::new(0),
@@ -100,7 +100,8 @@ impl Counting {
             bytes: AtomicU64::new(0),
         }
     }
-    fn snapshot(&self) -> (u64, u64, u64) {
+    /// (GET requests, HEAD requests, bytes asked for) so far.
+    pub(crate) fn snapshot(&self) -> (u64, u64, u64) {
         (
             self.requests.load(Ordering::SeqCst),
             self.heads.load(Ordering::SeqCst),

@@ -79,12 +79,18 @@ impl TetAggregateExec {
         output: AggregateOutput,
     ) -> Result<Self> {
         if let Err(e) = aggregation.check(&table) {
-            return internal_err!("TetAggregateExec over {}: {e}", table.source.location);
+            return internal_err!("TetAggregateExec over {}: {e}", table.location());
+        }
+        if !table.is_uniform() {
+            return internal_err!(
+                "TetAggregateExec over {}: its files store a value column differently",
+                table.location()
+            );
         }
         if output == AggregateOutput::Values && !aggregation.fits_one_output(&table) {
             return internal_err!(
                 "TetAggregateExec over {}: {} group slots do not fit one output",
-                table.source.location,
+                table.location(),
                 aggregation.dense_groups(&table)
             );
         }
@@ -190,7 +196,7 @@ impl TetAggregateExec {
 impl DisplayAs for TetAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let (g, a) = self.describe();
-        let location = &self.table.source.location;
+        let location = self.table.location();
         let (chunks, total) = (self.feed.len(), self.feed.access.pruning.chunks_total);
         let output = match self.output {
             AggregateOutput::States => "states",
@@ -199,8 +205,9 @@ impl DisplayAs for TetAggregateExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "TetAggregateExec: file={location}, {}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}, output={output}",
+                "TetAggregateExec: file={location}, {}, group_by=[{g}], aggr=[{a}], chunks={chunks}/{total}{}, output={output}",
                 self.table.datasets_text(),
+                self.feed.access.files_text(&self.table),
             ),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "file={location}")?;
@@ -235,7 +242,7 @@ impl ExecutionPlan for TetAggregateExec {
                     .feed
                     .tasks_of(partition, context.clone(), "TetAggregateExec")
                     .await?;
-                let selection = job.feed.access.covered(&tasks, &job.table.dataset().record.chunk_shape);
+                let selection = job.feed.access.covered(&job.table, &tasks);
                 let groups = Arc::new(job.groups(&selection)?);
                 let folded = job.fold_partition(partition, tasks, &groups, context).await?;
                 let _t = folded.metrics.baseline.elapsed_compute().timer();

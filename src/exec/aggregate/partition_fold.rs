@@ -75,7 +75,7 @@ impl<'a> PartitionFold<'a> {
     /// Fold one task, whose value columns' tiles are `tiles` (in the table's order).
     pub(super) fn task(&mut self, task: &Arc<ChunkTask>, tiles: &[Option<Buffer>]) -> Result<()> {
         let (table, fold) = (self.table, self.fold);
-        let start = task.tile_start(&table.dataset().record.chunk_shape);
+        let start = table.tile_start(task);
         // The kernels over stored values read the one value column of a table of one
         // dataset; compiled expressions over a table of several read the aligned cells of
         // the columns they name.

@@ -18,7 +18,7 @@ pub(crate) fn assemble<'a>(
     task: &ChunkTask,
     tile_of: impl Fn(u64) -> Option<&'a Buffer>,
 ) -> Result<Buffer> {
-    let (Some(v), Some(spread)) = (table.values.get(k), task.spread_of(k)) else {
+    let (Some(v), Some(spread)) = (table.file_of(task).values.get(k), task.spread_of(k)) else {
         return internal_err!("value column {k} of task {} is not spread over chunks", task.id);
     };
     let rec = &v.dataset().record;

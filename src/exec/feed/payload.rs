@@ -95,25 +95,25 @@ pub(crate) fn payload_stream(
     if columns.is_empty() {
         return futures::stream::iter(tasks.into_iter().map(move |t| Ok((t, vec![None; n])))).boxed();
     }
-    // Every chunk to read, (column, chunk id), in first-use order; and, where tasks may
-    // share chunks, the last task using each. A table of one dataset has one task per
-    // chunk: its chunks are read in task order and handed out as they come.
+    // Every chunk to read, in first-use order; and, where tasks may share chunks, the last
+    // task using each. A table of one dataset has one task per chunk: its chunks are read
+    // in task order and handed out as they come.
     let (reads, last_use) = if table.values.len() == 1 {
-        let mut reads: Vec<(usize, u64)> = Vec::with_capacity(tasks.len() * columns.len());
+        let mut reads: Vec<ChunkKey> = Vec::with_capacity(tasks.len() * columns.len());
         for t in &tasks {
             for &k in &columns {
-                t.for_each_chunk(k, |linear, _| reads.push((k, linear)));
+                t.for_each_chunk(k, |linear, _| reads.push((t.file, k, linear)));
             }
         }
         (reads, None)
     } else {
-        let mut reads: Vec<(usize, u64)> = Vec::new();
-        let mut last_use: HashMap<(usize, u64), usize> = HashMap::new();
+        let mut reads: Vec<ChunkKey> = Vec::new();
+        let mut last_use: HashMap<ChunkKey, usize> = HashMap::new();
         for (i, t) in tasks.iter().enumerate() {
             for &k in &columns {
                 t.for_each_chunk(k, |linear, _| {
-                    if last_use.insert((k, linear), i).is_none() {
-                        reads.push((k, linear));
+                    if last_use.insert((t.file, k, linear), i).is_none() {
+                        reads.push((t.file, k, linear));
                     }
                 });
             }
@@ -122,18 +122,26 @@ pub(crate) fn payload_stream(
     };
     let spans: Vec<Range<u64>> = reads
         .iter()
-        .map(|&(k, linear)| {
-            let v = &table.values[k];
+        .map(|&(file, k, linear)| {
+            let v = &table.member(file).values[k];
             let (_, e) = v.source.file.chunk(v.dataset(), linear);
             e.payload_offset..e.payload_offset + e.stored_byte_len
         })
         .collect();
+    // The files this partition reads, each once: checked to be intact as it goes.
+    let mut sources: Vec<Arc<TetSource>> = Vec::new();
+    for &(file, k, _) in &reads {
+        let source = &table.member(file).values[k].source;
+        if !sources.iter().any(|s| Arc::ptr_eq(s, source)) {
+            sources.push(source.clone());
+        }
+    }
     // Windows of consecutive reads (of any files) of at most `opts.window` stored bytes
     // when a remote file is read; within a window each file's spans are fetched by
     // coalesced requests, one file after the other, and handed out in read order. (A
     // table over two files reads their chunks alternately: a window per file run would
     // be one request per chunk.)
-    let remote = columns.iter().any(|&k| table.values[k].source.is_remote());
+    let remote = sources.iter().any(|s| s.is_remote());
     let window = if remote { opts.window } else { u64::MAX };
     let sizes: Vec<u64> = spans.iter().map(|s| s.end - s.start).collect();
     let groups = windows(&sizes, window);
@@ -149,22 +157,25 @@ pub(crate) fn payload_stream(
                     let mut items: Vec<Option<Bytes>> = vec![None; g.len()];
                     let mut left: Vec<usize> = g.clone().collect();
                     while let Some(&first) = left.first() {
-                        let source = &table.values[reads[first].0].source;
-                        let (of_file, rest): (Vec<usize>, Vec<usize>) = left
-                            .iter()
-                            .partition(|&&i| Arc::ptr_eq(&table.values[reads[i].0].source, source));
+                        let source_of = |i: usize| {
+                            let (file, k, _) = reads[i];
+                            &table.member(file).values[k].source
+                        };
+                        let source = source_of(first);
+                        let (of_file, rest): (Vec<usize>, Vec<usize>) =
+                            left.iter().partition(|&&i| Arc::ptr_eq(source_of(i), source));
                         let wanted: Vec<Range<u64>> = of_file.iter().map(|&i| spans[i].clone()).collect();
                         // Fetched bytes are allocations (a local file's are slices of its
                         // mapping): reserved before the requests are sent.
                         let mut reserved = Vec::new();
                         if source.is_remote() {
                             for &i in &of_file {
-                                let (k, linear) = reads[i];
+                                let (file, k, linear) = reads[i];
                                 let len = spans[i].end - spans[i].start;
                                 let what = || {
                                     format!(
                                         "{len} payload bytes of chunk {linear} of {}",
-                                        table.values[k].describe()
+                                        table.member(file).values[k].describe()
                                     )
                                 };
                                 reserved.push(memory.reserve(usize::try_from(len).unwrap_or(usize::MAX), what)?);
@@ -199,6 +210,7 @@ pub(crate) fn payload_stream(
     };
     let state = TileKeeper {
         table,
+        sources,
         reads,
         columns: columns.into(),
         last_use,
@@ -229,16 +241,21 @@ pub(crate) fn payload_stream(
     .boxed()
 }
 
+/// A chunk read: (file of the table, value column, chunk id in that file's dataset).
+pub(crate) type ChunkKey = (u32, usize, u64);
+
 /// The decoded tiles a partition still needs, filled from the fetched payloads in order.
 struct TileKeeper {
     table: Arc<TableModel>,
-    reads: Arc<Vec<(usize, u64)>>,
+    /// The files read, each once.
+    sources: Vec<Arc<TetSource>>,
+    reads: Arc<Vec<ChunkKey>>,
     /// Shared, so that a task's walk over them may borrow the keeper mutably.
     columns: Arc<[usize]>,
     /// The last task using each chunk; `None` when each chunk is one task's (then the
     /// fetched payloads come in the order the tasks need them and nothing is kept).
-    last_use: Option<HashMap<(usize, u64), usize>>,
-    tiles: HashMap<(usize, u64), Buffer>,
+    last_use: Option<HashMap<ChunkKey, usize>>,
+    tiles: HashMap<ChunkKey, Buffer>,
     metrics: PayloadMetrics,
     /// Where decoded tiles are reserved.
     memory: Arc<PoolAccount>,
@@ -248,14 +265,8 @@ impl TileKeeper {
     /// `Ok` while the bytes of every file read are the file's; `at_end` also looks at each
     /// local file's path (one `stat` per file and partition).
     fn check_intact(&self, at_end: bool) -> Result<()> {
-        // Columns of one file share its source: each source is looked at once.
-        let mut seen: Vec<&Arc<TetSource>> = Vec::new();
-        for &k in self.columns.iter() {
-            let source = &self.table.values[k].source;
-            if !seen.iter().any(|s| Arc::ptr_eq(s, source)) {
-                source.check_intact(at_end)?;
-                seen.push(source);
-            }
+        for source in &self.sources {
+            source.check_intact(at_end)?;
         }
         Ok(())
     }
@@ -275,15 +286,15 @@ impl TileKeeper {
                 out[k] = Some(self.assembled(i, k, task, fetched).await?);
                 continue;
             }
-            let mut key = (k, task.linear);
-            task.for_each_chunk(k, |linear, _| key.1 = linear);
+            let mut key = (task.file, k, task.linear);
+            task.for_each_chunk(k, |linear, _| key.2 = linear);
             let Some(last_use) = &self.last_use else {
                 let (read, tile) = self.next_tile(fetched, key).await?;
                 if read != key {
                     return internal_err!(
                         "chunk {} of {} fetched out of order",
-                        key.1,
-                        self.table.values[k].describe()
+                        key.2,
+                        self.table.file_of(task).values[k].describe()
                     );
                 }
                 out[k] = Some(tile);
@@ -314,45 +325,46 @@ impl TileKeeper {
     ) -> Result<Buffer> {
         let mut chunks: Vec<u64> = Vec::new();
         task.for_each_chunk(k, |linear, _| chunks.push(linear));
+        let file = task.file;
         for &linear in &chunks {
-            while !self.tiles.contains_key(&(k, linear)) {
-                let (read, tile) = self.next_tile(fetched, (k, linear)).await?;
+            while !self.tiles.contains_key(&(file, k, linear)) {
+                let (read, tile) = self.next_tile(fetched, (file, k, linear)).await?;
                 self.tiles.insert(read, tile);
             }
         }
         let tile = {
             let _timer = Stopwatch::start(&self.metrics.decode);
-            assemble(&self.table, k, task, |linear| self.tiles.get(&(k, linear)))?
+            assemble(&self.table, k, task, |linear| self.tiles.get(&(file, k, linear)))?
         };
         if let Some(last_use) = &self.last_use {
             for linear in chunks {
-                if last_use.get(&(k, linear)) == Some(&i) {
-                    self.tiles.remove(&(k, linear));
+                if last_use.get(&(file, k, linear)) == Some(&i) {
+                    self.tiles.remove(&(file, k, linear));
                 }
             }
         }
         Ok(tile)
     }
 
-    /// The next fetched payload, decoded: its read (column, chunk id) and tile. `wanted`
-    /// names the chunk awaited, for the error when none is left.
+    /// The next fetched payload, decoded: its read and tile. `wanted` names the chunk
+    /// awaited, for the error when none is left.
     async fn next_tile(
         &self,
         fetched: &mut BoxStream<'static, Result<(usize, Bytes)>>,
-        wanted: (usize, u64),
-    ) -> Result<((usize, u64), Buffer)> {
+        wanted: ChunkKey,
+    ) -> Result<(ChunkKey, Buffer)> {
         let Some(next) = fetched.next().await else {
             return internal_err!(
                 "no payload fetched for chunk {} of {}",
-                wanted.1,
-                self.table.values[wanted.0].describe()
+                wanted.2,
+                self.table.member(wanted.0).values[wanted.1].describe()
             );
         };
         let (r, stored) = next?;
-        let (k, linear) = self.reads[r];
+        let read = self.reads[r];
         self.metrics.read.chunk(stored.len() as u64);
         let _timer = Stopwatch::start(&self.metrics.decode);
-        Ok(((k, linear), decode_tile(&self.table, k, linear, stored, &self.memory)?))
+        Ok((read, decode_tile(&self.table, read, stored, &self.memory)?))
     }
 }
 
@@ -365,12 +377,11 @@ impl TileKeeper {
 /// by the decoder, not reserved).
 pub(crate) fn decode_tile(
     table: &TableModel,
-    k: usize,
-    linear: u64,
+    (file, k, linear): ChunkKey,
     stored: Bytes,
     memory: &PoolAccount,
 ) -> Result<Buffer> {
-    let v = &table.values[k];
+    let v = &table.member(file).values[k];
     let (row, entry) = v.source.file.chunk(v.dataset(), linear);
     let max = table.limits.max_tile_bytes;
     let reservation = match entry.codec {

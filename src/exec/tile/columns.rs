@@ -97,6 +97,7 @@ mod tests {
             .product();
         ChunkTask {
             id: 0,
+            file: 0,
             linear: 0,
             coords: vec![0; tile.len()],
             local,

@@ -221,7 +221,7 @@ fn span_of(table: &TableModel, d: usize, selection: &AxisSelection, why: &str) -
     };
     let span = hi - lo + 1;
     let name = &table.axes[d].name;
-    table.limits.check_axis(&table.source.location, name, why, span)?;
+    table.limits.check_axis(table.location(), name, why, span)?;
     let span = usize::try_from(span).map_err(|_| internal_datafusion_err!("axis {name} is too long"))?;
     Ok((lo, span))
 }
