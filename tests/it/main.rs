@@ -6,6 +6,7 @@
 
 mod agg_differential;
 mod analysis;
+mod archive;
 #[cfg(all(feature = "ballista", feature = "cli"))]
 mod ballista;
 mod cf;
@@ -17,6 +18,7 @@ mod format_fixtures;
 mod format_malformed;
 mod format_roundtrip;
 mod format_upstream;
+mod gcs;
 #[cfg(feature = "cli")] // runs the tet-sql binary
 mod hostile;
 mod layers;

