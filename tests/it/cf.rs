@@ -472,7 +472,7 @@ async fn bad_cf_attributes_are_errors_naming_the_dataset_and_attribute() {
             vec![("units", "days since 2000-01-01"), ("calendar", "mayan")],
             "calendar",
         ),
-        (vec![], vec![("units", "days since 1000-01-01")], "outside the range"),
+        (vec![], vec![("units", "days since 300000-01-01")], "lies outside"),
     ]
     .into_iter()
     .enumerate()
@@ -700,5 +700,285 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
         let shown = tet_sql_csv(dir, &[], &[&format!("SELECT time FROM tet('{file}', 'x') ORDER BY v")]);
         let shown: Vec<&str> = shown[0].iter().map(|r| r[0].as_str()).collect();
         assert_eq!(shown, dates, "{name} through tet-sql");
+    }
+}
+
+// --- an archive of monthly files, against xarray's open_mfdataset -----------------------
+
+/// Build the monthly archive of `tests/cf/archive.py` in a fresh directory: (directory,
+/// xarray's answers), or None (with a NOTICE) where python, xarray or upstream's CLI is
+/// missing outside CI.
+#[cfg(feature = "cli")] // shares the corpus helpers
+fn monthly_archive() -> Option<(tempfile::TempDir, serde_json::Value)> {
+    let skip = |why: String| {
+        assert!(
+            !servers::required(),
+            "the monthly archive cannot be built, and CI requires it: {why}"
+        );
+        eprintln!("NOTICE: skipping the monthly archive test: {why}");
+        None
+    };
+    let Some(tet) = upstream_tet() else {
+        return skip("upstream's tet CLI is not installed (see .ci/run)".into());
+    };
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let dir = tempdir();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cf/archive.py");
+    let out = match std::process::Command::new(&python)
+        .arg(&script)
+        .arg(dir.path())
+        .arg(&tet)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => return skip(format!("{python}: {e}")),
+    };
+    if !out.status.success() {
+        return skip(format!("archive.py failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let answers = serde_json::from_slice(&std::fs::read(dir.path().join("answers.json")).unwrap()).unwrap();
+    Some((dir, answers))
+}
+
+/// Equal within 1e-9 relative: xarray's reductions here are in float64, as SQL's.
+#[cfg(feature = "cli")]
+fn assert_close(got: &[Option<f64>], want: &[Option<f64>], what: &str) {
+    let ok = got.len() == want.len()
+        && got.iter().zip(want).all(|(g, w)| match (g, w) {
+            (Some(g), Some(w)) => (g - w).abs() <= 1e-9 * g.abs().max(w.abs()).max(1.0),
+            (None, None) => true,
+            _ => false,
+        });
+    assert!(ok, "{what}\n got {got:?}\nwant {want:?}");
+}
+
+/// Column `c` of `rows` as numbers (NULL as None).
+#[cfg(feature = "cli")]
+fn column(rows: &[Vec<Val>], c: usize) -> Vec<Option<f64>> {
+    rows.iter()
+        .map(|r| match &r[c] {
+            Val::Null => None,
+            v => Some(v.as_f64()),
+        })
+        .collect()
+}
+
+/// Column `c` of `rows` as strings.
+#[cfg(feature = "cli")]
+fn strings(rows: &[Vec<Val>], c: usize) -> Vec<String> {
+    rows.iter()
+        .map(|r| match &r[c] {
+            Val::Str(s) => s.clone(),
+            v => panic!("not a string: {v:?}"),
+        })
+        .collect()
+}
+
+/// Three monthly NetCDF files (January and February count hours from their own first day
+/// as int32, March days as float64; `t2m` with NaN holes, `sst` with a -9999 fill) and
+/// three Zarr stores of `msl` packed as int16, converted by upstream's `tet convert`:
+/// every answer of `tet('<dir>/*.tet', ...)` equals what xarray's
+/// `open_mfdataset(..., combine='by_coords')` computes, through the fold and the scan.
+/// So does an archive whose files store `msl` each their own way (two packings, float32).
+/// Archives that xarray refuses to combine (overlapping months, a latitude grid that
+/// differs in one file) are refused with errors naming the files.
+#[cfg(feature = "cli")] // shares the corpus helpers
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_of_monthly_netcdf_answers_as_xarray_does() {
+    let Some((dir, answers)) = monthly_archive() else {
+        return;
+    };
+    let dir = dir.path().display().to_string();
+    let a = &answers["archive"];
+    eprintln!("xarray {} via {}", a["xarray"], a["opened_with"]);
+    let both = format!("tet('{dir}/tet/*.tet', 't2m', 'sst')");
+    let t2m = format!("tet('{dir}/tet/*.tet', 't2m')");
+    let sst = format!("tet('{dir}/tet/', 'sst')"); // the folder form
+    let msl = format!("tet('{dir}/tet_msl/*.tet', 'msl')");
+    let num = |v: &serde_json::Value| Some(v.as_f64().unwrap());
+    let texts = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (start, stop) = (&a["boundary"]["start"], &a["boundary"]["stop"]);
+    let boundary = format!(
+        "time >= TIMESTAMP '{}' AND time <= TIMESTAMP '{}'",
+        start.as_str().unwrap(),
+        stop.as_str().unwrap()
+    );
+    for settings in [
+        &["tet.aggregate_pushdown = true"][..],
+        &["tet.aggregate_pushdown = false"],
+        &["tet.aggregate_pushdown = true", "tet.concat_axis = 'time'"],
+    ] {
+        let ctx = crate::common::ctx_with(settings).await;
+        let what = |q: &str| format!("{settings:?}: {q}");
+        let ask = async |q: String| (rows(&ctx, &q).await, what(&q));
+
+        // The time axis: every step of the three files once, in order, each a full grid.
+        let (got, w) = ask(format!(
+            "SELECT CAST(time AS VARCHAR) AS t, count(*) FROM {t2m} GROUP BY time ORDER BY time"
+        ))
+        .await;
+        assert_eq!(strings(&got, 0), texts(&a["times"]), "{w}");
+        let plane = (a["cells"].as_u64().unwrap() / got.len() as u64) as f64;
+        assert!(column(&got, 1).iter().all(|c| *c == Some(plane)), "{w}");
+
+        // Counts and means of both variables of one table.
+        let (got, w) = ask(format!(
+            "SELECT count(*), count(t2m), count(sst), avg(t2m), avg(sst) FROM {both}"
+        ))
+        .await;
+        let want = [
+            num(&a["cells"]),
+            num(&a["count"]["t2m"]),
+            num(&a["count"]["sst"]),
+            num(&a["mean"]["t2m"]),
+            num(&a["mean"]["sst"]),
+        ];
+        assert_close(&(0..5).flat_map(|c| column(&got, c)).collect::<Vec<_>>(), &want, &w);
+
+        // Zonal mean over the whole archive.
+        let (got, w) = ask(format!(
+            "SELECT latitude, avg(v), count(v) FROM {t2m} GROUP BY latitude ORDER BY latitude DESC"
+        ))
+        .await;
+        assert_close(&column(&got, 0), &f64s(&a["lat"]), &w);
+        assert_close(&column(&got, 1), &f64s(&a["zonal_t2m"]), &w);
+        assert_close(&column(&got, 2), &f64s(&a["zonal_count"]), &w);
+
+        // The mean of every time step, and of a few across the month boundaries.
+        let (got, w) = ask(format!("SELECT time, avg(v) FROM {sst} GROUP BY time ORDER BY time")).await;
+        assert_close(&column(&got, 1), &f64s(&a["per_time_sst"]), &w);
+        let at = texts(&a["at_times"]["times"]);
+        let list: Vec<String> = at.iter().map(|t| format!("TIMESTAMP '{t}'")).collect();
+        let (got, w) = ask(format!(
+            "SELECT CAST(time AS VARCHAR) AS t, avg(v), count(v) FROM {t2m} WHERE time IN ({}) GROUP BY time ORDER BY time",
+            list.join(", ")
+        ))
+        .await;
+        assert_eq!(strings(&got, 0), at, "{w}");
+        assert_close(&column(&got, 1), &f64s(&a["at_times"]["t2m"]), &w);
+        assert_close(&column(&got, 2), &f64s(&a["at_times"]["count"]), &w);
+
+        // Daily resample, months, hours of the day.
+        let (got, w) = ask(format!(
+            "SELECT CAST(date_trunc('day', time) AS VARCHAR) AS d, avg(v) FROM {t2m} GROUP BY d ORDER BY d"
+        ))
+        .await;
+        assert_eq!(strings(&got, 0), texts(&a["daily_days"]), "{w}");
+        assert_close(&column(&got, 1), &f64s(&a["daily_t2m"]), &w);
+        let (got, w) = ask(format!(
+            "SELECT extract(month FROM time) AS m, avg(v), count(v) FROM {t2m} GROUP BY m ORDER BY m"
+        ))
+        .await;
+        assert_close(&column(&got, 0), &[Some(1.0), Some(2.0), Some(3.0)], &w);
+        assert_close(&column(&got, 1), &f64s(&a["monthly_t2m"]), &w);
+        assert_close(&column(&got, 2), &f64s(&a["monthly_count"]), &w);
+        let (got, w) = ask(format!(
+            "SELECT extract(hour FROM time) AS h, avg(v) FROM {t2m} GROUP BY h ORDER BY h"
+        ))
+        .await;
+        assert_close(&column(&got, 1), &f64s(&a["hourly_clim_t2m"]), &w);
+
+        // A slice across the January/February boundary (both ends included, as xarray's).
+        let (got, w) = ask(format!(
+            "SELECT DISTINCT CAST(time AS VARCHAR) AS t FROM {both} WHERE {boundary} ORDER BY t"
+        ))
+        .await;
+        assert_eq!(strings(&got, 0), texts(&a["boundary"]["times"]), "{w}");
+        let (got, w) = ask(format!(
+            "SELECT count(t2m), avg(t2m), avg(sst) FROM {both} WHERE {boundary}"
+        ))
+        .await;
+        let b = &a["boundary"];
+        let want = [num(&b["count"]), num(&b["mean"]), num(&b["sst_mean"])];
+        assert_close(&(0..3).flat_map(|c| column(&got, c)).collect::<Vec<_>>(), &want, &w);
+
+        // Arithmetic between the variables of one table.
+        let (got, w) = ask(format!("SELECT avg(t2m - sst), count(t2m - sst) FROM {both}")).await;
+        assert_close(
+            &(0..2).flat_map(|c| column(&got, c)).collect::<Vec<_>>(),
+            &[num(&a["diff_mean"]), num(&a["diff_count"])],
+            &w,
+        );
+
+        // The packed variable, decoded per file.
+        let m = &a["msl"];
+        let (got, w) = ask(format!(
+            "SELECT avg(v), min(v), max(v), stddev_pop(v), count(v), sum(v) FROM {msl}"
+        ))
+        .await;
+        let want: Vec<Option<f64>> = ["mean", "min", "max", "std", "count", "sum"]
+            .iter()
+            .map(|k| num(&m[*k]))
+            .collect();
+        assert_close(&(0..6).flat_map(|c| column(&got, c)).collect::<Vec<_>>(), &want, &w);
+        let (got, w) = ask(format!(
+            "SELECT extract(month FROM time) AS m, avg(v) FROM {msl} GROUP BY m ORDER BY m"
+        ))
+        .await;
+        assert_close(&column(&got, 1), &f64s(&m["monthly_mean"]), &w);
+        let (got, w) = ask(format!("SELECT avg(v) FROM {msl} WHERE {boundary}")).await;
+        assert_close(&column(&got, 0), &[num(&m["boundary_mean"])], &w);
+
+        // msl stored each file its own way (two packings, float32): each decoded by its own.
+        let x = &answers["mixed_msl"];
+        let mixed = format!("tet('{dir}/{}/*.tet', 'msl')", x["files"].as_str().unwrap());
+        let (got, w) = ask(format!(
+            "SELECT avg(v), min(v), max(v), stddev_pop(v), count(v), sum(v) FROM {mixed}"
+        ))
+        .await;
+        let want: Vec<Option<f64>> = ["mean", "min", "max", "std", "count", "sum"]
+            .iter()
+            .map(|k| num(&x[*k]))
+            .collect();
+        assert_close(&(0..6).flat_map(|c| column(&got, c)).collect::<Vec<_>>(), &want, &w);
+        let (got, w) = ask(format!(
+            "SELECT extract(month FROM time) AS m, avg(v), count(v) FROM {mixed} GROUP BY m ORDER BY m"
+        ))
+        .await;
+        assert_close(&column(&got, 1), &f64s(&x["monthly_mean"]), &w);
+        assert_close(&column(&got, 2), &f64s(&x["monthly_count"]), &w);
+    }
+
+    // Archives that do not combine: refused, naming the files, never answered in part;
+    // with the axis forced, a grid that differs is named with its first differing position.
+    let plain = ctx();
+    let forced = crate::common::ctx_with(&["tet.concat_axis = 'time'"]).await;
+    for (name, bad) in answers["bad"].as_object().unwrap() {
+        let xarray = &bad["xarray_raises"];
+        assert!(!xarray.is_null(), "{name}: xarray combines it");
+        eprintln!("{name}: xarray: {xarray}");
+        let sql = format!(
+            "SELECT count(*) FROM tet('{dir}/{}/*.tet', '{}')",
+            bad["files"].as_str().unwrap(),
+            bad["dataset"].as_str().unwrap()
+        );
+        for (ctx, axis) in [(&plain, "found"), (&forced, "forced")] {
+            let err = match ctx.sql(&sql).await {
+                Ok(df) => match df.collect().await {
+                    Ok(b) => panic!("{name}: {sql} answered {:?}", crate::common::rows_of(&b)),
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.to_string(),
+            };
+            eprintln!("{name}: ours, axis {axis}: {err}");
+            for file in texts(&bad["names"]) {
+                assert!(err.contains(&file), "{name}: {file} not named in: {err}");
+            }
+            let says: &[&str] = match (name.as_str(), axis) {
+                ("overlap", _) => &["overlap", "time"],
+                ("lat_grid", "found") => &["latitude"],
+                ("lat_grid", _) => &["latitude", "position 0", "89.5"],
+                (other, _) => panic!("no expectation for the bad archive {other}"),
+            };
+            for s in says {
+                assert!(err.contains(s), "{name}, axis {axis}: {s:?} not in: {err}");
+            }
+        }
     }
 }
