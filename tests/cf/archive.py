@@ -39,6 +39,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cfutil  # noqa: E402
+from cfutil import floats  # noqa: E402,F401
+
 out = Path(sys.argv[1])
 tet = sys.argv[2]
 out.mkdir(parents=True, exist_ok=True)
@@ -54,14 +58,7 @@ except ImportError:
 
 
 def convert(src, dst):
-    if dst.exists():
-        dst.unlink()
-    subprocess.run([tet, "convert", str(src), str(dst)], check=True, capture_output=True)
-
-
-def floats(a):
-    """JSON-safe list (NaN -> None)."""
-    return [None if (isinstance(x, float) and np.isnan(x)) else float(x) for x in np.asarray(a).tolist()]
+    cfutil.convert(tet, src, dst)
 
 
 def iso(times):

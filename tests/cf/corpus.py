@@ -16,13 +16,16 @@ Writes into OUT_DIR:
 """
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cfutil  # noqa: E402
+from cfutil import floats  # noqa: E402,F401
 
 out = Path(sys.argv[1])
 tet = sys.argv[2]
@@ -32,14 +35,7 @@ answers = {}
 
 
 def convert(src, dst):
-    if dst.exists():
-        dst.unlink()
-    subprocess.run([tet, "convert", str(src), str(dst)], check=True, capture_output=True)
-
-
-def floats(a):
-    """JSON-safe list (NaN -> None)."""
-    return [None if (isinstance(x, float) and np.isnan(x)) else float(x) for x in np.asarray(a).tolist()]
+    cfutil.convert(tet, src, dst)
 
 
 # --- ERA5-like NetCDF -------------------------------------------------------------------

@@ -527,12 +527,20 @@ fn upstream_tet() -> Option<std::path::PathBuf> {
 /// Build the corpus in a fresh directory: (directory, xarray's answers).
 #[cfg(feature = "cli")] // the corpus test runs tet-sql
 fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
+    corpus_script("corpus.py", "the CF corpus")
+}
+
+/// Run `tests/cf/<script> DIR TET_BIN` in a fresh directory: (directory, the
+/// `answers.json` xarray's answers it wrote), or None (with a NOTICE) where python,
+/// xarray or upstream's CLI is missing outside CI.
+#[cfg(feature = "cli")]
+fn corpus_script(script: &str, what: &str) -> Option<(tempfile::TempDir, serde_json::Value)> {
     let skip = |why: String| {
         assert!(
             !servers::required(),
-            "the CF corpus cannot be built, and CI requires it: {why}"
+            "{what} cannot be built, and CI requires it: {why}"
         );
-        eprintln!("NOTICE: skipping the CF corpus test: {why}");
+        eprintln!("NOTICE: skipping the test of {what}: {why}");
         None
     };
     let Some(tet) = upstream_tet() else {
@@ -540,9 +548,9 @@ fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
     };
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let dir = tempdir();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cf/corpus.py");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cf").join(script);
     let out = match std::process::Command::new(&python)
-        .arg(&script)
+        .arg(&path)
         .arg(dir.path())
         .arg(&tet)
         .output()
@@ -551,7 +559,7 @@ fn corpus() -> Option<(tempfile::TempDir, serde_json::Value)> {
         Err(e) => return skip(format!("{python}: {e}")),
     };
     if !out.status.success() {
-        return skip(format!("corpus.py failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return skip(format!("{script} failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let answers = serde_json::from_slice(&std::fs::read(dir.path().join("answers.json")).unwrap()).unwrap();
     Some((dir, answers))
@@ -706,38 +714,10 @@ fn converted_netcdf_and_zarr_answer_as_xarray_does() {
 // --- an archive of monthly files, against xarray's open_mfdataset -----------------------
 
 /// Build the monthly archive of `tests/cf/archive.py` in a fresh directory: (directory,
-/// xarray's answers), or None (with a NOTICE) where python, xarray or upstream's CLI is
-/// missing outside CI.
+/// xarray's answers).
 #[cfg(feature = "cli")] // shares the corpus helpers
 fn monthly_archive() -> Option<(tempfile::TempDir, serde_json::Value)> {
-    let skip = |why: String| {
-        assert!(
-            !servers::required(),
-            "the monthly archive cannot be built, and CI requires it: {why}"
-        );
-        eprintln!("NOTICE: skipping the monthly archive test: {why}");
-        None
-    };
-    let Some(tet) = upstream_tet() else {
-        return skip("upstream's tet CLI is not installed (see .ci/run)".into());
-    };
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let dir = tempdir();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cf/archive.py");
-    let out = match std::process::Command::new(&python)
-        .arg(&script)
-        .arg(dir.path())
-        .arg(&tet)
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => return skip(format!("{python}: {e}")),
-    };
-    if !out.status.success() {
-        return skip(format!("archive.py failed: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let answers = serde_json::from_slice(&std::fs::read(dir.path().join("answers.json")).unwrap()).unwrap();
-    Some((dir, answers))
+    corpus_script("archive.py", "the monthly archive")
 }
 
 /// Equal within 1e-9 relative: xarray's reductions here are in float64, as SQL's.

@@ -9,28 +9,16 @@
 //! uploaded with the emulator's JSON API (see `servers::gcs_upload`).
 
 use crate::common::{Rng, Val, assert_same, ctx, rows, tempdir};
+use crate::remote::retry;
 use crate::servers::{self, Server};
 use crate::sql_differential::{Case, check_case};
 use datafusion::prelude::SessionContext;
 use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
 use futures::TryStreamExt;
 use object_store::gcp::GoogleCloudStorageBuilder;
-use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-fn retry() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(100),
-            base: 2.0,
-        },
-        max_retries: 2,
-        retry_timeout: Duration::from_secs(10),
-    }
-}
 
 /// object_store's GCS store for `bucket` on the emulator.
 fn gcs(server: &Server, bucket: &str) -> Arc<dyn ObjectStore> {

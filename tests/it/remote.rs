@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use url::Url;
 
-fn retry() -> RetryConfig {
+/// Short retries, so a test of a failing server ends quickly.
+pub(crate) fn retry() -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(10),
