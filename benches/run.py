@@ -26,6 +26,10 @@ uses compiled with -march=native, decompressing every chunk and summing it, two 
 with decoded GB/s beside each time.
 
 Usage: python3 benches/run.py [--time 512] [--reps 5] [--out benches/RESULTS.md]
+       python3 benches/run.py --archive [--dir DIR] [--archive-bin target/release/deps/archive-HASH]
+(`--archive`: only the section of archives, issue 57, benches/archive.rs: the cube split into
+16 files vs one file, opening 1 000 local files and 200 objects on moto's S3, a cold page cache;
+it replaces that section of --out. Its files are written once under DIR/archive and reused.)
 Installs numpy, pyarrow, duckdb, xarray and tet-py with pip if they are missing (and
 libzstd-dev with apt when the zstd-sys sources are not in the cargo registry).
 """
@@ -257,6 +261,277 @@ def multi(a, d, driver, tet_sql, floor_bin):
     return lines
 
 
+ARCHIVE_HEADING = "## Archives (issue 57)"
+ARCHIVE_QUERIES = ["full_mean", "by_lat", "by_time", "hour_of_day", "time_slice"]
+ARCHIVE_FILES = 16
+# Issue 57: the archive of 16 files within 1.1x of the one file.
+ARCHIVE_TARGET = 1.1
+
+
+def start_moto(d):
+    """moto's S3 server on a free loopback port (as tests/it/servers.rs starts it): (process,
+    endpoint), or (None, why) when moto is missing or does not listen."""
+    import socket
+    try:
+        import moto  # noqa: F401
+    except ImportError:
+        return None, "moto is not installed (pip install 'moto[server]')"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    log = open(d / "moto.log", "w")
+    p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+    stop_process(p)
+    return None, f"moto did not listen on port {port} (see {d / 'moto.log'})"
+
+
+def stop_process(p):
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def archive(a, d, bench, floor_bin):
+    """Issue 57's rows: the cube split into 16 files along time vs the same cube as one file
+    (paired with the native floor), opening and planning 1 000 small local files and 200 objects
+    on moto's S3, what a one-file time slice of the archive reads, and the archive's full mean
+    with its pages dropped against a sequential read of the same bytes."""
+    T, LAT, LON, F = a.time, a.lat, a.lon, ARCHIVE_FILES
+    ad = d / "archive"
+    one, split, small = ad / "one.tet", ad / f"split{F}", ad / "small1000"
+    ad.mkdir(parents=True, exist_ok=True)
+    if not one.exists() or len(list(split.glob("*.tet"))) != F:
+        raw = Path(a.raw) if a.raw else ad / "cube.f32"
+        if not a.raw:
+            cube(T, LAT, LON).tofile(raw)
+        subprocess.check_call(bench + ["write", str(raw), str(ad), str(T), str(LAT), str(LON), str(F)])
+        if not a.raw:
+            raw.unlink()
+    if len(list(small.glob("*.tet"))) != 1000:
+        subprocess.check_call(bench + ["write-small", str(small), "1000"])
+    if not floor_bin.exists():
+        subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
+                               str(floor_bin)])
+    files = sorted(split.glob("*.tet"))
+    for p in [one, *files]:  # warm the page cache
+        with open(p, "rb") as f:
+            while f.read(64 << 20):
+                pass
+
+    def run(args, env=None):
+        out = subprocess.check_output(bench + args, text=True, env=os.environ | (env or {}))
+        return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+    def timings(lines):
+        return {(r["engine"], r["query"]): r for r in lines if "engine" in r}
+
+    t0 = time.time()
+    # 1. 16 files vs one file, `--archive-rounds` processes of `--archive-reps` runs each.
+    rounds = [run(["pair", str(one), f"{split}/*.tet", str(a.archive_reps)], {"TET_FLOOR_BIN": str(floor_bin)})
+              for _ in range(a.archive_rounds)]
+    # 2. Opening and planning 1 000 small local files, then 200 objects on moto.
+    opened_lines = run(["open", f"{small}/*.tet", str(small / "f-0000.tet"), str(a.reps)])
+    # The same over the 16 large files, against the one large file.
+    big_lines = run(["open", f"{split}/*.tet", str(one), str(a.reps)])
+    opened, opened_big = timings(opened_lines), timings(big_lines)
+    faults = {(tag, r["minor_faults"]): r for tag, ls in (("small", opened_lines), ("big", big_lines))
+              for r in ls if "minor_faults" in r}
+    moto, endpoint = start_moto(ad)
+    s3, s3_note = {}, ""
+    if moto is None:
+        s3_note = endpoint
+    else:
+        try:
+            s3 = timings(run(["s3", endpoint, str(small), "200", str(a.reps)]))
+        finally:
+            stop_process(moto)
+    # 4. Cold page cache.
+    cold_lines = run(["cold", str(one), str(split), str(a.archive_cold_reps)])
+    cold = timings(cold_lines)
+    elapsed = time.time() - t0
+
+    pooled = lambda e, q, key="all": [x for rd in rounds for r in rd
+                                      if r.get("engine") == e and r.get("query") == q for x in r.get(key, [])]
+    per_round = lambda e, q: [r["median_s"] for rd in rounds for r in rd if r.get("engine") == e and r.get("query") == q]
+    first = rounds[0]
+    info = next(r for r in first if "files" in r and "steps" in r)
+    sql = dict((q, s) for q, s in [
+        ("full_mean", "SELECT avg(v) FROM {t}"),
+        ("by_lat", "SELECT lat, avg(v) FROM {t} GROUP BY lat"),
+        ("by_time", "SELECT time, avg(v) FROM {t} GROUP BY time"),
+        ("hour_of_day", "SELECT date_part('hour', time) AS h, avg(v) FROM {t} GROUP BY date_part('hour', time)"),
+        ("time_slice", "SELECT lat, avg(v) FROM {t} WHERE time >= TIMESTAMP '%s' AND time < TIMESTAMP '%s' GROUP BY lat"
+         % tuple(info["slice"])),
+    ])
+    checks = {r["check"]: r for r in first if "check" in r}
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
+                         text=True).stdout.strip()
+    mem = subprocess.run(["sh", "-c", "free -g | awk '/Mem:/{print $2}'"], capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    q = lambda xs, p: sorted(xs)[round((len(xs) - 1) * p)] if xs else float("nan")
+    size = lambda ps: sum(p.stat().st_size for p in ps)
+    lines = [ARCHIVE_HEADING, "",
+             f"`python3 benches/run.py --archive` on {platform.system()} {platform.machine()}, {os.cpu_count()} cores "
+             f"({cpu}), {mem} GiB RAM, {time.strftime('%Y-%m-%d')}, at {rev or '?'}"
+             f"{' with uncommitted changes in src/' if dirty else ''}; `benches/archive.rs` ({elapsed:.0f} s for "
+             "this section).", "",
+             f"The benchmark cube f32 [{T}, {LAT}, {LON}] (one raw chunk per time step, hourly from "
+             "2024-01-01) written by `archive write` as one file "
+             f"({one.stat().st_size / 2**20:.0f} MiB) and split along time into {F} files of {T // F} steps "
+             f"({size(files) / 2**20:.0f} MiB in all), each with its own CF `time` variable "
+             "(`hours since <its first step>`; the one file's counts from 2024-01-01). Both tables are opened "
+             "with `TetTableProvider::open` (the archive as `split16/*.tet`) in one session, page cache warm. "
+             f"{a.archive_rounds} rounds (processes) of {a.archive_reps} runs of each query on each table; every run "
+             "follows one pass of the native floor (`benches/floor.c` over the one file's payload, the bytes "
+             "both tables read) and the two tables alternate which goes first. "
+             f"The answers of both tables agree in every query (largest relative difference "
+             f"{max(r['max_rel_diff'] for r in checks.values()):.1e}).", "",
+             "Queries (`{t}` = the table):", ""]
+    lines += [f"- `{qn}`: `{sql[qn]}`" for qn in ARCHIVE_QUERIES]
+    lines += ["", "Seconds are medians of all runs of all rounds. `16 / 1` is the median over runs of "
+              "(16 files / its floor pass) / (one file / its floor pass), with its quartiles and each "
+              "round's median; `16 / 1 raw` is the median of the unnormalized per-run ratios.", "",
+              f"| query | one file (s) | {F} files (s) | one file / floor | {F} files / floor | "
+              f"{F} / 1 | quartiles | per round | {F} / 1 raw | <= {ARCHIVE_TARGET} | planning: one file, {F} files |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    verdicts = {}
+    for qn in ARCHIVE_QUERIES:
+        t1, t16 = pooled("one_file", qn), pooled("archive", qn)
+        ratio = pooled("archive_per_one_file_paired", qn)
+        raw = pooled("archive_per_one_file", qn)
+        p1 = statistics.median(per_round("one_file_per_paired_floor", qn))
+        p16 = statistics.median(per_round("archive_per_paired_floor", qn))
+        med, lo, hi = statistics.median(ratio), q(ratio, 0.25), q(ratio, 0.75)
+        verdicts[qn] = ("yes" if med <= ARCHIVE_TARGET else
+                        "within noise" if lo <= ARCHIVE_TARGET else "no")
+        rounds_txt = " / ".join(f"{x:.2f}" for x in per_round("archive_per_one_file_paired", qn))
+        lines.append(f"| {qn} | {statistics.median(t1):.4f} | {statistics.median(t16):.4f} | {p1:.2f} | {p16:.2f} | "
+                     f"**{med:.2f}** | {lo:.2f}–{hi:.2f} | {rounds_txt} | {statistics.median(raw):.2f} | "
+                     f"{verdicts[qn]} | {statistics.median(pooled('one_file_plan', qn)) * 1e3:.2f} ms, "
+                     f"{statistics.median(pooled('archive_plan', qn)) * 1e3:.2f} ms |")
+    floor_s = statistics.median(per_round("floor_paired_one_file", "full_mean"))
+    lines += ["", f"Paired floor pass: {floor_s:.4f} s (median of the full mean's). `yes`: the median ratio is within "
+              f"{ARCHIVE_TARGET}; `within noise`: above it but the lower quartile is within. Planning: `ctx.sql` + "
+              "`create_physical_plan` alone, median of the same number of runs, back to back.", ""]
+
+    # 3. What the time slice reads.
+    lines += ["What the one-file time slice reads (`EXPLAIN ANALYZE` of `time_slice`: our operator's line, "
+              "and the summed metrics of our operators; the full mean's bytes for scale):", "", "```"]
+    for table in ["archive", "one"]:
+        for r in first:
+            if r.get("explain_analyze") == "time_slice" and r["table"] == table:
+                lines.append(f"{'16 files' if table == 'archive' else 'one file'}: {r['line']}")
+    lines.append("```")
+    lines += ["", "| table | time_slice bytes_read | chunks_read | full_mean bytes_read | chunks_read |",
+              "| --- | --- | --- | --- | --- |"]
+    for table in ["one", "archive"]:
+        m = {r["metrics"]: r for r in first if r.get("table") == table and "metrics" in r}
+        lines.append(f"| {'one file' if table == 'one' else f'{F} files'} | {m['time_slice']['bytes_read']} | "
+                     f"{m['time_slice']['chunks_read']} | {m['full_mean']['bytes_read']} | "
+                     f"{m['full_mean']['chunks_read']} |")
+
+    # 2. Opening and planning.
+    lines += ["", "Opening and planning many files: `SELECT avg(v) FROM tet('<pattern>', 'temp')` in a fresh "
+              f"session (first query: lists and opens every file), then again in the same session (warm: lists "
+              "again, finds every file in the session's cache), each split into planning (`ctx.sql` + "
+              "`create_physical_plan`) and execution; and through `TetTableProvider::open` (then the query, "
+              "then a second query over the registered table). Small files: `temp` [24, 8, 16] f32, one chunk, "
+              f"{small.joinpath('f-0000.tet').stat().st_size} bytes each, a day each. Median of {a.reps} fresh "
+              "sessions after one warm-up (local files: page cache warm).", "",
+              "| table | tet() first: plan | exec | total | per file | tet() warm: plan | exec | total | "
+              "provider open | open + plan + exec | provider warm query |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    ms = lambda res, e: f"{res[(e, 'full_mean')]['median_s'] * 1e3:.1f} ms" if (e, "full_mean") in res else "n/a"
+    per_file = lambda res, e, n: (f"{res[(e, 'full_mean')]['median_s'] * 1e3 / n:.2f} ms"
+                                  if (e, "full_mean") in res else "n/a")
+    for label, res, prefix, n in [("1 000 small local files", opened, "local", 1000),
+                                  ("1 small local file (baseline)", opened, "local_one_file", 1),
+                                  ("200 small objects on moto S3", s3, "s3", 200),
+                                  (f"the {F} files above (508 MiB)", opened_big, "local", F),
+                                  ("the one file above (508 MiB)", opened_big, "local_one_file", 1)]:
+        lines.append(f"| {label} | " + " | ".join([
+            ms(res, f"{prefix}_tet_first_plan"), ms(res, f"{prefix}_tet_first_exec"),
+            ms(res, f"{prefix}_tet_first_total"), per_file(res, f"{prefix}_tet_first_total", n),
+            ms(res, f"{prefix}_tet_warm_plan"), ms(res, f"{prefix}_tet_warm_exec"),
+            ms(res, f"{prefix}_tet_warm_total"), ms(res, f"{prefix}_provider_open"),
+            ms(res, f"{prefix}_provider_first_total"), ms(res, f"{prefix}_provider_warm_total")]) + " |")
+    if s3_note:
+        lines += ["", f"S3: n/a: {s3_note}."]
+    fb, fo = faults.get(("big", "local")), faults.get(("big", "local_one_file"))
+    if fb and fo:
+        lines += ["", f"Minor page faults of this process during execution (medians): the {F} files' first query "
+                  f"{fb['first_exec']:.0f}, their warm query {fb['warm_exec']:.0f}; the one file's first "
+                  f"{fo['first_exec']:.0f}, warm {fo['warm_exec']:.0f}."]
+
+    # 4. Cold page cache.
+    c = lambda e: cold[(e, "full_mean")]
+    info_cold = next(r for r in cold_lines if "cold_answers" in r)
+    gbs = lambda e: info_cold["archive_bytes"] / c(e)["median_s"] / 1e9
+    ratio = c("archive_cold_per_sequential_read_cold")
+    left = max(x for e in ("sequential_read_cold", "archive_cold", "archive_open_cold", "one_file_cold")
+               for x in c(e)["resident_after_drop"])
+    lines += ["", f"Cold page cache: each repetition drops the pages of the files about to be read "
+              "(`fdatasync`, then `posix_fadvise(POSIX_FADV_DONTNEED)` on each; at most "
+              f"{left:.1%} of their pages were still resident, by `mincore`), then times one of: a sequential "
+              f"`read` of the {F} files one after another (1 MiB reads, one thread), the full mean over the "
+              f"{F}-file archive in a fresh session (`tet('split16/*.tet', 'temp')`: listing and opening the "
+              "files included; its planning part, which opens them, in its own column), the same through "
+              "`TetTableProvider::open` (open + plan in that column), and the same over the one file; the four "
+              "alternate their order. Right after each, the same again with the pages it "
+              "brought in now cached (warm; the queries in a fresh session again). "
+              f"{info_cold['archive_bytes'] / 2**20:.0f} MiB; median of {c('archive_cold')['runs']} repetitions.", "",
+              "| measurement | cold (s) | cold GB/s | of which planning (s) | warm (s) |",
+              "| --- | --- | --- | --- | --- |"]
+    for e, label in [("sequential_read", f"sequential read of the {F} files"),
+                     ("archive", f"full mean, {F} files, `tet(...)`"),
+                     ("archive_open", f"full mean, {F} files, `TetTableProvider::open`"),
+                     ("one_file", "full mean, one file, `tet(...)`")]:
+        plan = f"{c(e + '_cold_plan')['median_s']:.3f}" if (e + "_cold_plan", "full_mean") in cold else "-"
+        lines.append(f"| {label} | {c(e + '_cold')['median_s']:.3f} | {gbs(e + '_cold'):.2f} | {plan} | "
+                     f"{c(e + '_warm')['median_s']:.4f} |")
+    lines += ["", f"{F} files cold / sequential read cold: **{ratio['median_s']:.2f}** (per-repetition ratios "
+              f"{ratio['spread'][0]:.2f}–{ratio['spread'][1]:.2f}); {F} files cold / one file cold (medians): "
+              f"{c('archive_cold')['median_s'] / c('one_file_cold')['median_s']:.2f}.", ""]
+    lines += [f"Target ({F} files within {ARCHIVE_TARGET}x of one file, paired): " +
+              ", ".join(f"{qn} {v}" for qn, v in verdicts.items()) + ".", ""]
+    return lines
+
+
+def archive_bench(a):
+    """The command of benches/archive.rs: `--archive-bin`, else built and run by cargo."""
+    if a.archive_bin:
+        return [a.archive_bin]
+    subprocess.check_call(["cargo", "bench", "--no-run", "--all-features", "--bench", "archive"], cwd=ROOT)
+    return ["cargo", "bench", "-q", "--all-features", "--bench", "archive", "--"]
+
+
+def replace_section(out, heading, section):
+    """Write `section` (lines) into `out` in place of its section `heading` (up to the next
+    `## ` heading), or at its end."""
+    text = Path(out).read_text() if Path(out).exists() else ""
+    body = "\n".join(section).rstrip("\n") + "\n"
+    if heading in text:
+        before, rest = text.split(heading, 1)
+        nxt = re.search(r"^## ", rest, re.M)
+        text = before + body + ("\n" + rest[nxt.start():] if nxt else "")
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + body
+    Path(out).write_text(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--time", type=int, default=512)
@@ -266,7 +541,22 @@ def main():
     ap.add_argument("--dir", default=str(ROOT / "target" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benches" / "RESULTS.md"))
     ap.add_argument("--only", choices=["multi"], help="run only the section of two variables and replace it in --out")
+    ap.add_argument("--archive", action="store_true",
+                    help="run only the section of archives (issue 57) and replace it in --out")
+    ap.add_argument("--archive-bin", help="a built benches/archive.rs binary to use instead of `cargo bench`")
+    ap.add_argument("--archive-reps", type=int, default=11, help="runs of each query per round, archive section")
+    ap.add_argument("--archive-rounds", type=int, default=3, help="rounds (processes) of the archive pairs")
+    ap.add_argument("--archive-cold-reps", type=int, default=7, help="repetitions of the cold page cache rows")
+    ap.add_argument("--raw", help="the cube as raw f32 (as cube() makes it), instead of generating it")
     a = ap.parse_args()
+    if a.archive:
+        ensure([("numpy", "numpy"), ("moto", "moto[server]")])
+        d = Path(a.dir)
+        d.mkdir(parents=True, exist_ok=True)
+        section = archive(a, d, archive_bench(a), d / "floor")
+        replace_section(a.out, ARCHIVE_HEADING, section)
+        print("\n".join(section))
+        return
     ensure([("numpy", "numpy"), ("pyarrow", "pyarrow"), ("duckdb", "duckdb"), ("xarray", "xarray"),
             ("tet", "tet-py==0.8.3")])
     import duckdb
@@ -537,6 +827,7 @@ def main():
     lines.append("")
     del arr, da
     lines += multi(a, d, driver, tet_sql, floor_bin)
+    lines += [""] + archive(a, d, archive_bench(a), floor_bin)
     Path(a.out).write_text("\n".join(lines))
     print("\n".join(lines))
 
