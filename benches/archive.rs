@@ -21,26 +21,34 @@
 //!   tables alternate which goes first. Reports each table's median, its median ratio to
 //!   its paired floor pass, and the median over runs of (archive / its floor) / (one file /
 //!   its floor), with the quartiles of that ratio. The answers of the two tables are
-//!   compared first (relative 1e-9): a difference is an error. Then the time slice's
-//!   `EXPLAIN ANALYZE` lines of our operators and the `bytes_read` / `chunks_read` metrics
-//!   of both tables.
+//!   compared first (relative 1e-9): a difference is an error. After each query's runs,
+//!   its planning alone (`ctx.sql` + `create_physical_plan`) on both tables, as many times.
+//!   Then the time slice's `EXPLAIN ANALYZE` lines of our operators and the `bytes_read` /
+//!   `chunks_read` metrics of both tables.
 //! `archive open PATTERN ONE_SMALL REPS`: opening and planning a table of many small local
 //!   files: per repetition a fresh session runs `SELECT avg(v)` over `tet(PATTERN, 'temp')`
 //!   twice (the first query opens every file; the second finds them in the session's
 //!   cache), each split into planning (`ctx.sql` + `create_physical_plan`) and execution;
 //!   likewise through `TetTableProvider::open` (open, then the query planned and run, then a
 //!   second query); and the same SQL over one small file alone (`ONE_SMALL`) as the
-//!   per-query baseline.
+//!   per-query baseline; with the minor page faults taken by the executions (`getrusage`).
+//!   (`run.py` also runs it over the 16 large files against the one file.)
 //! `archive s3 ENDPOINT SMALL_DIR N REPS`: the same over `N` of those files uploaded to a
 //!   bucket of an S3 server at `ENDPOINT` (moto on loopback; the bucket `archive` is made
 //!   here), through a store registered in each session for `s3://archive`.
 //! `archive cold ONE.tet DIR REPS`: the full mean over the archive `DIR/*.tet` with its
 //!   files' pages dropped from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)` on each
 //!   file, after `fdatasync`) in a fresh session, against a sequential `read` of the same
-//!   files (pages dropped too; 1 MiB reads) in the same repetition, and the one file's full
-//!   mean cold beside them; the three alternate their order. Each is then run again with
-//!   the pages it brought in (`_warm`: for the queries a fresh session again). Each measurement prints the share of the
-//!   files' pages still resident after the drop (`mincore`), which should be about 0.
+//!   files (pages dropped too; 1 MiB reads) in the same repetition, the same archive opened
+//!   through `TetTableProvider::open` (`archive_open`), and the one file's full mean cold
+//!   beside them; the four alternate their order. The queries' planning part (which lists
+//!   and opens the files) is reported on its own (`_cold_plan`). Each is then run again
+//!   with the pages it brought in (`_warm`: for the queries a fresh session again). Each
+//!   measurement prints the share of the files' pages still resident after the drop
+//!   (`mincore`), which should be about 0.
+//! `archive query LOCATION`: `SELECT avg(v)` over `tet(LOCATION, 'temp')` once in a fresh
+//!   session, its time and page faults (`run.py` uses it to bring dropped pages back
+//!   through the engine's maps).
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
@@ -926,6 +934,22 @@ async fn cold(one: &str, dir: &str, reps: usize) -> Result<()> {
     Ok(())
 }
 
+/// `archive query LOCATION` (see the module doc).
+async fn query_once(location: &str) -> Result<()> {
+    let start = Instant::now();
+    let (_, _, v, faults) = plan_and_run(
+        &session(),
+        &format!("SELECT avg(v) FROM tet('{location}', '{DATASET}')"),
+    )
+    .await?;
+    let s = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"query_once": location, "s": s, "answer": v, "minor_faults": faults})
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -938,6 +962,7 @@ async fn main() -> Result<()> {
         "open" => open(arg(2), arg(3), num(4)? as usize).await,
         "s3" => s3(arg(2), arg(3), num(4)? as usize, num(5)? as usize).await,
         "cold" => cold(arg(2), arg(3), num(4)? as usize).await,
+        "query" => query_once(arg(2)).await,
         // `cargo bench` without arguments: nothing to do without the files run.py makes.
         "" | "--bench" => {
             eprintln!("archive: run through `python3 benches/run.py --archive` (see the module doc)");
@@ -946,7 +971,7 @@ async fn main() -> Result<()> {
         other => Err(err(format!(
             "archive: unknown subcommand {other:?}; usage: archive [write RAW DIR T LAT LON FILES | \
              write-small DIR N | pair ONE.tet PATTERN REPS | open PATTERN ONE_SMALL REPS | \
-             s3 ENDPOINT SMALL_DIR N REPS | cold ONE.tet DIR REPS]"
+             s3 ENDPOINT SMALL_DIR N REPS | cold ONE.tet DIR REPS | query LOCATION]"
         ))),
     }
 }

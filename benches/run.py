@@ -325,22 +325,43 @@ def archive(a, d, bench, floor_bin):
         subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
                                str(floor_bin)])
     files = sorted(split.glob("*.tet"))
-    for p in [one, *files]:  # warm the page cache
-        with open(p, "rb") as f:
-            while f.read(64 << 20):
-                pass
 
     def run(args, env=None):
         out = subprocess.check_output(bench + args, text=True, env=os.environ | (env or {}))
         return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
 
+    def load_pages(state):
+        """Drop both tables' pages, then bring them back in: by `read` (as a copy or `cat` leaves
+        them) or through the engine's maps (as a first query over cold files leaves them). How
+        they came in decides how many page faults a fresh map of them takes (the kernel's
+        folios), and the archive's times differ with it (see the reading)."""
+        for p in [one, *files]:
+            fd = os.open(p, os.O_RDONLY)
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        if state == "read":
+            for p in [one, *files]:
+                with open(p, "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+        else:
+            run(["query", str(one)])
+            run(["query", f"{split}/*.tet"])
+
     def timings(lines):
         return {(r["engine"], r["query"]): r for r in lines if "engine" in r}
 
     t0 = time.time()
-    # 1. 16 files vs one file, `--archive-rounds` processes of `--archive-reps` runs each.
-    rounds = [run(["pair", str(one), f"{split}/*.tet", str(a.archive_reps)], {"TET_FLOOR_BIN": str(floor_bin)})
-              for _ in range(a.archive_rounds)]
+    # 1. 16 files vs one file, `--archive-rounds` processes of `--archive-reps` runs each, with
+    # the pages of both brought in by `read` and then through the engine's maps.
+    states = {"read": "`read`", "mmap": "the engine's maps"}
+    rounds = {}
+    for state in states:
+        load_pages(state)
+        rounds[state] = [run(["pair", str(one), f"{split}/*.tet", str(a.archive_reps)],
+                             {"TET_FLOOR_BIN": str(floor_bin)}) for _ in range(a.archive_rounds)]
+    load_pages("read")
     # 2. Opening and planning 1 000 small local files, then 200 objects on moto.
     opened_lines = run(["open", f"{small}/*.tet", str(small / "f-0000.tet"), str(a.reps)])
     # The same over the 16 large files, against the one large file.
@@ -362,10 +383,11 @@ def archive(a, d, bench, floor_bin):
     cold = timings(cold_lines)
     elapsed = time.time() - t0
 
-    pooled = lambda e, q, key="all": [x for rd in rounds for r in rd
-                                      if r.get("engine") == e and r.get("query") == q for x in r.get(key, [])]
-    per_round = lambda e, q: [r["median_s"] for rd in rounds for r in rd if r.get("engine") == e and r.get("query") == q]
-    first = rounds[0]
+    pooled = lambda st, e, q: [x for rd in rounds[st] for r in rd
+                               if r.get("engine") == e and r.get("query") == q for x in r["all"]]
+    per_round = lambda st, e, q: [r["median_s"] for rd in rounds[st] for r in rd
+                                  if r.get("engine") == e and r.get("query") == q]
+    first = rounds["read"][0]
     info = next(r for r in first if "files" in r and "steps" in r)
     sql = dict((q, s) for q, s in [
         ("full_mean", "SELECT avg(v) FROM {t}"),
@@ -375,7 +397,7 @@ def archive(a, d, bench, floor_bin):
         ("time_slice", "SELECT lat, avg(v) FROM {t} WHERE time >= TIMESTAMP '%s' AND time < TIMESTAMP '%s' GROUP BY lat"
          % tuple(info["slice"])),
     ])
-    checks = {r["check"]: r for r in first if "check" in r}
+    checks = [r for st in rounds.values() for rd in st for r in rd if "check" in r]
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip()
     mem = subprocess.run(["sh", "-c", "free -g | awk '/Mem:/{print $2}'"], capture_output=True, text=True).stdout.strip()
@@ -384,7 +406,7 @@ def archive(a, d, bench, floor_bin):
     q = lambda xs, p: sorted(xs)[round((len(xs) - 1) * p)] if xs else float("nan")
     size = lambda ps: sum(p.stat().st_size for p in ps)
     lines = [ARCHIVE_HEADING, "",
-             f"`python3 benches/run.py --archive` on {platform.system()} {platform.machine()}, {os.cpu_count()} cores "
+             f"`python3 benches/run.py {invocation()}` on {platform.system()} {platform.machine()}, {os.cpu_count()} cores "
              f"({cpu}), {mem} GiB RAM, {time.strftime('%Y-%m-%d')}, at {rev or '?'}"
              f"{' with uncommitted changes in src/' if dirty else ''}; `benches/archive.rs` ({elapsed:.0f} s for "
              "this section).", "",
@@ -393,37 +415,43 @@ def archive(a, d, bench, floor_bin):
              f"({one.stat().st_size / 2**20:.0f} MiB) and split along time into {F} files of {T // F} steps "
              f"({size(files) / 2**20:.0f} MiB in all), each with its own CF `time` variable "
              "(`hours since <its first step>`; the one file's counts from 2024-01-01). Both tables are opened "
-             "with `TetTableProvider::open` (the archive as `split16/*.tet`) in one session, page cache warm. "
-             f"{a.archive_rounds} rounds (processes) of {a.archive_reps} runs of each query on each table; every run "
+             "with `TetTableProvider::open` (the archive as `split16/*.tet`) in one session, page cache warm: "
+             "the pages of both dropped and brought back in by `read` (1 MiB reads, as a copy leaves them), "
+             "then again through the engine's maps (a full mean over each in a fresh session, as a first "
+             f"query over cold files leaves them). In each state {a.archive_rounds} rounds (processes) of "
+             f"{a.archive_reps} runs of each query on each table; every run "
              "follows one pass of the native floor (`benches/floor.c` over the one file's payload, the bytes "
              "both tables read) and the two tables alternate which goes first. "
              f"The answers of both tables agree in every query (largest relative difference "
-             f"{max(r['max_rel_diff'] for r in checks.values()):.1e}).", "",
+             f"{max(r['max_rel_diff'] for r in checks):.1e}).", "",
              "Queries (`{t}` = the table):", ""]
     lines += [f"- `{qn}`: `{sql[qn]}`" for qn in ARCHIVE_QUERIES]
-    lines += ["", "Seconds are medians of all runs of all rounds. `16 / 1` is the median over runs of "
+    lines += ["", "Seconds and ratios to the floor are medians of all runs of all rounds of a state. `16 / 1` is the "
+              "median over runs of "
               "(16 files / its floor pass) / (one file / its floor pass), with its quartiles and each "
               "round's median; `16 / 1 raw` is the median of the unnormalized per-run ratios.", "",
-              f"| query | one file (s) | {F} files (s) | one file / floor | {F} files / floor | "
+              f"| query | pages in by | one file (s) | {F} files (s) | one file / floor | {F} files / floor | "
               f"{F} / 1 | quartiles | per round | {F} / 1 raw | <= {ARCHIVE_TARGET} | planning: one file, {F} files |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     verdicts = {}
     for qn in ARCHIVE_QUERIES:
-        t1, t16 = pooled("one_file", qn), pooled("archive", qn)
-        ratio = pooled("archive_per_one_file_paired", qn)
-        raw = pooled("archive_per_one_file", qn)
-        p1 = statistics.median(per_round("one_file_per_paired_floor", qn))
-        p16 = statistics.median(per_round("archive_per_paired_floor", qn))
-        med, lo, hi = statistics.median(ratio), q(ratio, 0.25), q(ratio, 0.75)
-        verdicts[qn] = ("yes" if med <= ARCHIVE_TARGET else
-                        "within noise" if lo <= ARCHIVE_TARGET else "no")
-        rounds_txt = " / ".join(f"{x:.2f}" for x in per_round("archive_per_one_file_paired", qn))
-        lines.append(f"| {qn} | {statistics.median(t1):.4f} | {statistics.median(t16):.4f} | {p1:.2f} | {p16:.2f} | "
-                     f"**{med:.2f}** | {lo:.2f}–{hi:.2f} | {rounds_txt} | {statistics.median(raw):.2f} | "
-                     f"{verdicts[qn]} | {statistics.median(pooled('one_file_plan', qn)) * 1e3:.2f} ms, "
-                     f"{statistics.median(pooled('archive_plan', qn)) * 1e3:.2f} ms |")
-    floor_s = statistics.median(per_round("floor_paired_one_file", "full_mean"))
-    lines += ["", f"Paired floor pass: {floor_s:.4f} s (median of the full mean's). `yes`: the median ratio is within "
+        for st, how in states.items():
+            t1, t16 = pooled(st, "one_file", qn), pooled(st, "archive", qn)
+            ratio = pooled(st, "archive_per_one_file_paired", qn)
+            raw = pooled(st, "archive_per_one_file", qn)
+            p1 = statistics.median(pooled(st, "one_file_per_paired_floor", qn))
+            p16 = statistics.median(pooled(st, "archive_per_paired_floor", qn))
+            med, lo, hi = statistics.median(ratio), q(ratio, 0.25), q(ratio, 0.75)
+            verdicts[(st, qn)] = ("yes" if med <= ARCHIVE_TARGET else
+                                  "within noise" if lo <= ARCHIVE_TARGET else "no")
+            rounds_txt = " / ".join(f"{x:.2f}" for x in per_round(st, "archive_per_one_file_paired", qn))
+            lines.append(f"| {qn} | {how} | {statistics.median(t1):.4f} | {statistics.median(t16):.4f} | {p1:.2f} | "
+                         f"{p16:.2f} | **{med:.2f}** | {lo:.2f}–{hi:.2f} | {rounds_txt} | "
+                         f"{statistics.median(raw):.2f} | {verdicts[(st, qn)]} | "
+                         f"{statistics.median(pooled(st, 'one_file_plan', qn)) * 1e3:.2f} ms, "
+                         f"{statistics.median(pooled(st, 'archive_plan', qn)) * 1e3:.2f} ms |")
+    floor_s = statistics.median(pooled("read", "floor_paired_one_file", "full_mean"))
+    lines += ["", f"Paired floor pass: {floor_s:.4f} s (median of the full mean's, pages in by `read`). `yes`: the median ratio is within "
               f"{ARCHIVE_TARGET}; `within noise`: above it but the lower quartile is within. Planning: `ctx.sql` + "
               "`create_physical_plan` alone, median of the same number of runs, back to back.", ""]
 
@@ -450,7 +478,7 @@ def archive(a, d, bench, floor_bin):
               "`create_physical_plan`) and execution; and through `TetTableProvider::open` (then the query, "
               "then a second query over the registered table). Small files: `temp` [24, 8, 16] f32, one chunk, "
               f"{small.joinpath('f-0000.tet').stat().st_size} bytes each, a day each. Median of {a.reps} fresh "
-              "sessions after one warm-up (local files: page cache warm).", "",
+              "sessions after one warm-up (local files: page cache warm; the large files' pages in by `read`).", "",
               "| table | tet() first: plan | exec | total | per file | tet() warm: plan | exec | total | "
               "provider open | open + plan + exec | provider warm query |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -505,8 +533,9 @@ def archive(a, d, bench, floor_bin):
     lines += ["", f"{F} files cold / sequential read cold: **{ratio['median_s']:.2f}** (per-repetition ratios "
               f"{ratio['spread'][0]:.2f}–{ratio['spread'][1]:.2f}); {F} files cold / one file cold (medians): "
               f"{c('archive_cold')['median_s'] / c('one_file_cold')['median_s']:.2f}.", ""]
-    lines += [f"Target ({F} files within {ARCHIVE_TARGET}x of one file, paired): " +
-              ", ".join(f"{qn} {v}" for qn, v in verdicts.items()) + ".", ""]
+    lines += [f"Target ({F} files within {ARCHIVE_TARGET}x of one file, paired), pages in by {how}: " +
+              ", ".join(f"{qn} {verdicts[(st, qn)]}" for qn in ARCHIVE_QUERIES) + "." for st, how in states.items()]
+    lines.append("")
     return lines
 
 
@@ -516,6 +545,19 @@ def archive_bench(a):
         return [a.archive_bin]
     subprocess.check_call(["cargo", "bench", "--no-run", "--all-features", "--bench", "archive"], cwd=ROOT)
     return ["cargo", "bench", "-q", "--all-features", "--bench", "archive", "--"]
+
+
+def invocation():
+    """This script's arguments, without those naming local paths (--out, --archive-bin, --raw)."""
+    args, skip = [], False
+    for x in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif x in ("--out", "--archive-bin", "--raw"):
+            skip = True
+        elif not x.startswith(("--out=", "--archive-bin=", "--raw=")):
+            args.append(x)
+    return " ".join(args)
 
 
 def replace_section(out, heading, section):
@@ -544,7 +586,7 @@ def main():
     ap.add_argument("--archive", action="store_true",
                     help="run only the section of archives (issue 57) and replace it in --out")
     ap.add_argument("--archive-bin", help="a built benches/archive.rs binary to use instead of `cargo bench`")
-    ap.add_argument("--archive-reps", type=int, default=11, help="runs of each query per round, archive section")
+    ap.add_argument("--archive-reps", type=int, default=15, help="runs of each query per round, archive section")
     ap.add_argument("--archive-rounds", type=int, default=3, help="rounds (processes) of the archive pairs")
     ap.add_argument("--archive-cold-reps", type=int, default=7, help="repetitions of the cold page cache rows")
     ap.add_argument("--raw", help="the cube as raw f32 (as cube() makes it), instead of generating it")
