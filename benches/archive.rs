@@ -669,9 +669,9 @@ where
     Ok(())
 }
 
-/// `archive open` (see the module doc).
-async fn open(pattern: &str, one_small: &str, reps: usize) -> Result<()> {
-    let ctx = session();
+/// The row and time-step counts of `pattern`'s table, and EXPLAIN of its full mean:
+/// what `open` and `s3` print before timing.
+async fn rows_and_explain(ctx: &SessionContext, pattern: &str) -> Result<(Vec<Vec<f64>>, Vec<String>)> {
     let n = rows(
         &ctx.sql(&format!(
             "SELECT count(*), count(DISTINCT time) FROM tet('{pattern}', '{DATASET}')"
@@ -680,11 +680,18 @@ async fn open(pattern: &str, one_small: &str, reps: usize) -> Result<()> {
         .collect()
         .await?,
     )?;
-    let files = explain_lines(
-        &ctx,
+    let explain = explain_lines(
+        ctx,
         &format!("EXPLAIN SELECT avg(v) FROM tet('{pattern}', '{DATASET}')"),
     )
     .await?;
+    Ok((n, explain))
+}
+
+/// `archive open` (see the module doc).
+async fn open(pattern: &str, one_small: &str, reps: usize) -> Result<()> {
+    let ctx = session();
+    let (n, files) = rows_and_explain(&ctx, pattern).await?;
     println!("{}", json!({"open": pattern, "count_rows_steps": n, "explain": files}));
     open_and_plan("local", pattern, reps, session).await?;
     open_and_plan("local_one_file", one_small, reps, session).await
@@ -751,19 +758,7 @@ async fn s3(endpoint: &str, small_dir: &str, n: usize, reps: usize) -> Result<()
     };
     let pattern = format!("s3://{bucket}/small/*.tet");
     let ctx = setup();
-    let n = rows(
-        &ctx.sql(&format!(
-            "SELECT count(*), count(DISTINCT time) FROM tet('{pattern}', '{DATASET}')"
-        ))
-        .await?
-        .collect()
-        .await?,
-    )?;
-    let explain = explain_lines(
-        &ctx,
-        &format!("EXPLAIN SELECT avg(v) FROM tet('{pattern}', '{DATASET}')"),
-    )
-    .await?;
+    let (n, explain) = rows_and_explain(&ctx, &pattern).await?;
     println!(
         "{}",
         json!({"s3": pattern, "objects": files.len(), "count_rows_steps": n, "explain": explain})
