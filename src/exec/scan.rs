@@ -16,15 +16,17 @@ use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::exec::metrics::ScanMetrics;
 use crate::exec::tile::{axis_positions, value_array};
 use crate::io::FetchOptions;
-use crate::plan::{ChunkTask, Slabs, TableModel};
+use crate::plan::{ChunkTask, Slabs, TableModel, ordered_axes};
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::buffer::Buffer;
+use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
@@ -72,7 +74,7 @@ impl TetScanExec {
             .statistics(&access.selection, !access.value_filters)?
             .project(Some(&projection));
         Ok(TetScanExec {
-            cache: Arc::new(Self::properties_for(&schema, &feed)),
+            cache: Arc::new(Self::properties_for(&table, &projection, &schema, &feed)),
             table,
             projection,
             schema,
@@ -84,8 +86,29 @@ impl TetScanExec {
         })
     }
 
-    fn properties_for(schema: &SchemaRef, feed: &ChunkFeed) -> PlanProperties {
-        feed.properties(schema, EmissionType::Incremental)
+    /// The feed's properties, with the order of each projected axis column that every
+    /// partition emits in order ([`ordered_axes`]).
+    fn properties_for(
+        table: &TableModel,
+        projection: &[usize],
+        schema: &SchemaRef,
+        feed: &ChunkFeed,
+    ) -> PlanProperties {
+        let properties = feed.properties(schema, EmissionType::Incremental);
+        let Some(partitions) = feed.partition_tasks() else {
+            return properties;
+        };
+        let orderings = ordered_axes(table, &partitions)
+            .into_iter()
+            .filter_map(|(axis, descending)| {
+                let at = projection.iter().position(|&c| c == axis)?;
+                let column = Arc::new(Column::new(schema.field(at).name(), at));
+                let options = SortOptions::new(descending, descending);
+                Some([PhysicalSortExpr::new(column, options)])
+            });
+        let mut equivalences = properties.equivalence_properties().clone();
+        equivalences.add_orderings(orderings);
+        properties.with_eq_properties(equivalences)
     }
 
     /// The same scan over another feed (fresh metrics).
@@ -94,7 +117,7 @@ impl TetScanExec {
             table: self.table.clone(),
             projection: self.projection.clone(),
             schema: self.schema.clone(),
-            cache: Arc::new(Self::properties_for(&self.schema, &feed)),
+            cache: Arc::new(Self::properties_for(&self.table, &self.projection, &self.schema, &feed)),
             feed,
             limit: self.limit,
             fetch: self.fetch,

@@ -17,6 +17,7 @@ mod axis_filter;
 pub mod cf_time;
 mod common_grid;
 mod limits;
+mod ordering;
 mod selection;
 mod table;
 mod tasks;
@@ -38,6 +39,7 @@ pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, id_space, tasks_by
 pub use limits::{
     DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
 };
+pub use ordering::{ordered_axes, value_order};
 pub use selection::AxisSelection;
 pub use table::{FileSet, Member, TableModel};
 pub use tasks::{ChunkTask, SharedTasks, Slabs, Spread, TaskCache, TilePart};

@@ -258,6 +258,45 @@ async fn a_selection_inside_one_file_reads_only_that_file() {
     assert_eq!(count, vec![vec![Val::Int(16 * (cube.ny * cube.nx) as i128)]]);
 }
 
+/// Files along time each chunked whole in space emit time in order, so `ORDER BY time`
+/// needs no sort (a merge of the partitions keeps it); with other chunk grids the scan
+/// declares nothing and DataFusion sorts. Either way the rows come out in time order
+/// and are the whole file's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_comes_out_in_order_where_the_chunk_grids_keep_it() {
+    let mut rng = Rng(0x0de5_0127);
+    for case in 0..10 {
+        let dir = tempdir();
+        let cube = Cube::random(&mut rng);
+        let (whole, parts) = cube.write_both(dir.path(), &mut rng);
+        // Half the cases rewrite the parts chunked whole in space.
+        let spatial_whole = case % 2 == 0;
+        if spatial_whole {
+            let mut t0 = 0;
+            for (i, &n) in cube.lengths.iter().enumerate() {
+                let name = format!("{}-part.tet", (b'z' - i as u8) as char);
+                let chunk = [rng.range(1, n + 1), cube.ny, cube.nx];
+                cube.write(&parts.join(name), t0, n, &chunk, &mut rng);
+                t0 += n;
+            }
+        }
+        for partitions in [1, 3] {
+            let ctx = ctx_with(&[&format!("datafusion.execution.target_partitions = {partitions}")]).await;
+            let q = |t: &str| format!("SELECT CAST(time AS BIGINT) AS t, y, x, v FROM {t} ORDER BY time");
+            let sql = q(&format!("tet('{}/*.tet', 'a')", parts.display()));
+            let got = rows(&ctx, &sql).await;
+            let what = format!("case {case} ({:?}), {partitions} partitions: {sql}", cube.lengths);
+            assert!(got.windows(2).all(|w| w[0][0] <= w[1][0]), "{what}: time out of order");
+            let want = rows(&ctx, &q(&format!("tet('{}', 'a')", whole.display()))).await;
+            assert_same(got, want, &what);
+            let plan = format!("{:?}", rows(&ctx, &format!("EXPLAIN {sql}")).await);
+            if spatial_whole {
+                assert!(!plan.contains("SortExec:"), "{what}: {plan}");
+            }
+        }
+    }
+}
+
 /// Globs (`*`, `?`, `[..]`, `**`), folders with and without `/`, the session's
 /// subfolder rule, a file added between two queries, and the empty match.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

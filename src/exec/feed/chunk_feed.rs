@@ -6,6 +6,7 @@ use arrow::array::{AsArray, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
 use datafusion::common::{Result, internal_err};
 use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
@@ -145,6 +146,28 @@ impl ChunkFeed {
             Boundedness::Bounded,
         )
         .with_scheduling_type(SchedulingType::Cooperative)
+    }
+
+    /// The tasks of each output partition, in order, when the child holds them in memory
+    /// (as [`ChunkFeed::ids_input`] makes it, here or decoded from a serialized plan);
+    /// `None` for another child, whose partitions are known only when run.
+    pub fn partition_tasks(&self) -> Option<Vec<Vec<Arc<ChunkTask>>>> {
+        let source = self.input.downcast_ref::<DataSourceExec>()?;
+        let memory = source.data_source().downcast_ref::<MemorySourceConfig>()?;
+        memory
+            .partitions()
+            .iter()
+            .map(|batches| {
+                let mut tasks = Vec::new();
+                for b in batches {
+                    for id in b.column(0).as_primitive_opt::<UInt64Type>()?.values() {
+                        let at = self.index.binary_search_by_key(id, |&(id, _)| id).ok()?;
+                        tasks.push(self.access.tasks[self.index[at].1].clone());
+                    }
+                }
+                Some(tasks)
+            })
+            .collect()
     }
 
     /// Number of planned chunks.
