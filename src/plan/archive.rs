@@ -7,11 +7,13 @@
 //! [`TableModel::file_of`]).
 
 use super::axes::Axis;
+use super::common_grid::id_space;
 use super::limits::MAX_TABLE_CELLS;
-use super::table::TableModel;
+use super::table::{FileSet, Member, TableModel};
+use super::value_column::ValueColumn;
 use super::values::common_type;
 use arrow::array::{Array, ArrayRef, AsArray, make_comparator};
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::{Result, ScalarValue, plan_datafusion_err, plan_err};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -373,6 +375,128 @@ where
         common.retain(|k, v| other.get(k).is_some_and(|w| *w == v));
     }
     common
+}
+
+/// Making archive tables: of checked members, and of two archives joined file by file.
+impl TableModel {
+    /// The archive table named `pattern` of the one-file tables `members` (at least one),
+    /// ordered along axis `axis`, with the archive's `axes` and `schema` (see
+    /// [`super::combine`], which checks that they combine); `uniform` as
+    /// [`FileSet::uniform`].
+    pub fn of_files(
+        pattern: &str,
+        axis: usize,
+        axes: Vec<Axis>,
+        schema: SchemaRef,
+        members: Vec<TableModel>,
+        uniform: bool,
+    ) -> TableModel {
+        let (mut id_base, mut start) = (0u64, 0u64);
+        let mut set = Vec::with_capacity(members.len());
+        for m in members {
+            let (ids, len) = (id_space(&m.records()), m.axes[axis].extent);
+            set.push(Member {
+                table: Arc::new(m),
+                start,
+                id_base,
+            });
+            id_base = id_base.saturating_add(ids);
+            start += len;
+        }
+        let head = &set[0].table;
+        TableModel {
+            source: head.source.clone(),
+            dataset: head.dataset,
+            axes,
+            schema,
+            values: head.values.clone(),
+            nan_is_null: head.nan_is_null,
+            limits: head.limits,
+            tasks: Arc::default(),
+            files: Some(Arc::new(FileSet {
+                pattern: pattern.to_owned(),
+                axis,
+                members: set,
+                uniform,
+            })),
+        }
+    }
+
+    /// The table of this table's value columns then `other`'s, on this table's axes (which
+    /// `other` must have, see [`TableModel::same_axes`]), the columns named `names` in
+    /// that order: the join rewrite's table. Two archives combine file by file when their
+    /// files lie at the same positions; an archive beside one file is an error (the join
+    /// is then left to DataFusion).
+    pub fn joined(&self, other: &TableModel, names: &[String]) -> Result<Self> {
+        let renamed = |t: &TableModel, names: &[String]| -> Vec<ValueColumn> {
+            t.values
+                .iter()
+                .zip(names)
+                .map(|(v, n)| ValueColumn {
+                    name: n.clone(),
+                    ..v.clone()
+                })
+                .collect()
+        };
+        let (mine, theirs) = names.split_at(self.values.len().min(names.len()));
+        if theirs.len() != other.values.len() {
+            return plan_err!(
+                "{} value column names for {} columns",
+                names.len(),
+                self.values.len() + other.values.len()
+            );
+        }
+        let both = |a: &TableModel, b: &TableModel| {
+            let values = renamed(a, mine).into_iter().chain(renamed(b, theirs)).collect();
+            a.with_values(values)
+        };
+        let (Some(f), Some(g)) = (&self.files, &other.files) else {
+            if self.files.is_some() || other.files.is_some() {
+                return plan_err!(
+                    "{} and {}: an archive is joined with one file",
+                    self.location(),
+                    other.location()
+                );
+            }
+            return both(self, other);
+        };
+        let layout = |f: &FileSet| -> Vec<(u64, u64)> {
+            f.members
+                .iter()
+                .map(|m| (m.start, m.table.axes[f.axis].extent))
+                .collect()
+        };
+        if f.axis != g.axis || layout(f) != layout(g) {
+            return plan_err!("{} and {}: their files lie at other positions", f.pattern, g.pattern);
+        }
+        let members = f
+            .members
+            .iter()
+            .zip(&g.members)
+            .map(|(m, n)| both(&m.table, &n.table))
+            .collect::<Result<Vec<_>>>()?;
+        let value_fields = self.schema.fields()[self.axes.len()..]
+            .iter()
+            .zip(mine)
+            .chain(other.schema.fields()[other.axes.len()..].iter().zip(theirs))
+            .map(|(field, name)| field.as_ref().clone().with_name(name));
+        let fields: Vec<Field> = self.schema.fields()[..self.axes.len()]
+            .iter()
+            .map(|field| field.as_ref().clone())
+            .chain(value_fields)
+            .collect();
+        let mut t = Self::of_files(
+            &f.pattern,
+            f.axis,
+            self.axes.clone(),
+            Arc::new(Schema::new(fields)),
+            members,
+            f.uniform && g.uniform,
+        );
+        t.nan_is_null = self.nan_is_null;
+        t.limits = self.limits;
+        Ok(t)
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod common_grid;
 mod limits;
 mod ordering;
 mod selection;
+mod statistics;
 mod table;
 mod tasks;
 mod value_column;

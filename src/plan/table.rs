@@ -5,7 +5,7 @@
 
 use super::attrs::field_metadata;
 use super::axes::{Axis, axes_of, coordinate_spans};
-use super::common_grid::{aligned_tasks, grid_count, id_space, tasks_by_id};
+use super::common_grid::{aligned_tasks, grid_count, tasks_by_id};
 use super::limits::{Limits, MAX_TABLE_CELLS};
 use super::selection::AxisSelection;
 use super::tasks::{ChunkTask, TaskCache};
@@ -13,11 +13,8 @@ use super::value_column::ValueColumn;
 use super::values::VALUE_COLUMN;
 use crate::format::Dataset;
 use crate::io::TetSource;
-use arrow::array::Array;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::stats::Precision;
-use datafusion::common::{ColumnStatistics, Result, ScalarValue, Statistics, plan_err};
-use datafusion::error::DataFusionError;
+use datafusion::common::{Result, plan_err};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -292,125 +289,6 @@ impl TableModel {
         Arc::new(t.with_missing_rule())
     }
 
-    /// The archive table named `pattern` of the one-file tables `members` (at least one),
-    /// ordered along axis `axis`, with the archive's `axes` and `schema` (see
-    /// [`super::combine`], which checks that they combine); `uniform` as
-    /// [`FileSet::uniform`].
-    pub fn of_files(
-        pattern: &str,
-        axis: usize,
-        axes: Vec<Axis>,
-        schema: SchemaRef,
-        members: Vec<TableModel>,
-        uniform: bool,
-    ) -> TableModel {
-        let (mut id_base, mut start) = (0u64, 0u64);
-        let mut set = Vec::with_capacity(members.len());
-        for m in members {
-            let (ids, len) = (id_space(&m.records()), m.axes[axis].extent);
-            set.push(Member {
-                table: Arc::new(m),
-                start,
-                id_base,
-            });
-            id_base = id_base.saturating_add(ids);
-            start += len;
-        }
-        let head = &set[0].table;
-        TableModel {
-            source: head.source.clone(),
-            dataset: head.dataset,
-            axes,
-            schema,
-            values: head.values.clone(),
-            nan_is_null: head.nan_is_null,
-            limits: head.limits,
-            tasks: Arc::default(),
-            files: Some(Arc::new(FileSet {
-                pattern: pattern.to_owned(),
-                axis,
-                members: set,
-                uniform,
-            })),
-        }
-    }
-
-    /// The table of this table's value columns then `other`'s, on this table's axes (which
-    /// `other` must have, see [`TableModel::same_axes`]), the columns named `names` in
-    /// that order: the join rewrite's table. Two archives combine file by file when their
-    /// files lie at the same positions; an archive beside one file is an error (the join
-    /// is then left to DataFusion).
-    pub fn joined(&self, other: &TableModel, names: &[String]) -> Result<Self> {
-        let renamed = |t: &TableModel, names: &[String]| -> Vec<ValueColumn> {
-            t.values
-                .iter()
-                .zip(names)
-                .map(|(v, n)| ValueColumn {
-                    name: n.clone(),
-                    ..v.clone()
-                })
-                .collect()
-        };
-        let (mine, theirs) = names.split_at(self.values.len().min(names.len()));
-        if theirs.len() != other.values.len() {
-            return plan_err!(
-                "{} value column names for {} columns",
-                names.len(),
-                self.values.len() + other.values.len()
-            );
-        }
-        let both = |a: &TableModel, b: &TableModel| {
-            let values = renamed(a, mine).into_iter().chain(renamed(b, theirs)).collect();
-            a.with_values(values)
-        };
-        let (Some(f), Some(g)) = (&self.files, &other.files) else {
-            if self.files.is_some() || other.files.is_some() {
-                return plan_err!(
-                    "{} and {}: an archive is joined with one file",
-                    self.location(),
-                    other.location()
-                );
-            }
-            return both(self, other);
-        };
-        let layout = |f: &FileSet| -> Vec<(u64, u64)> {
-            f.members
-                .iter()
-                .map(|m| (m.start, m.table.axes[f.axis].extent))
-                .collect()
-        };
-        if f.axis != g.axis || layout(f) != layout(g) {
-            return plan_err!("{} and {}: their files lie at other positions", f.pattern, g.pattern);
-        }
-        let members = f
-            .members
-            .iter()
-            .zip(&g.members)
-            .map(|(m, n)| both(&m.table, &n.table))
-            .collect::<Result<Vec<_>>>()?;
-        let value_fields = self.schema.fields()[self.axes.len()..]
-            .iter()
-            .zip(mine)
-            .chain(other.schema.fields()[other.axes.len()..].iter().zip(theirs))
-            .map(|(field, name)| field.as_ref().clone().with_name(name));
-        let fields: Vec<Field> = self.schema.fields()[..self.axes.len()]
-            .iter()
-            .map(|field| field.as_ref().clone())
-            .chain(value_fields)
-            .collect();
-        let mut t = Self::of_files(
-            &f.pattern,
-            f.axis,
-            self.axes.clone(),
-            Arc::new(Schema::new(fields)),
-            members,
-            f.uniform && g.uniform,
-        );
-        t.nan_is_null = self.nan_is_null;
-        t.limits = self.limits;
-        Ok(t)
-    }
-
     /// Whether every file of the table stores each value column alike, so that the
     /// table's `values` decode every task (always for one file): what the fold needs.
     pub fn is_uniform(&self) -> bool {
@@ -555,73 +433,6 @@ impl TableModel {
     pub fn axis_index(&self, name: &str) -> Option<usize> {
         self.axes.iter().position(|a| a.name == name)
     }
-
-    /// Statistics of the cells `sel` selects: the row count (exact unless `exact` is false,
-    /// e.g. when value predicates may drop rows) and each axis column's bounds.
-    pub fn statistics(&self, sel: &[AxisSelection], exact: bool) -> Result<Statistics> {
-        let rows = sel.iter().try_fold(1u64, |n, s| n.checked_mul(s.count()));
-        let p = |v| {
-            if exact {
-                Precision::Exact(v)
-            } else {
-                Precision::Inexact(v)
-            }
-        };
-        let mut cols = Vec::with_capacity(self.schema.fields().len());
-        for (d, axis) in self.axes.iter().enumerate() {
-            let mut c = ColumnStatistics::new_unknown();
-            c.null_count = Precision::Exact(0);
-            if rows != Some(0)
-                && let Some((lo, hi)) = sel[d].bounds()
-            {
-                match &axis.values {
-                    None => {
-                        c.min_value = Precision::Exact(ScalarValue::Int64(Some(lo as i64)));
-                        c.max_value = Precision::Exact(ScalarValue::Int64(Some(hi as i64)));
-                    }
-                    Some(_) if sel[d].count() <= 1 << 20 => {
-                        let positions: Vec<u64> = sel[d].positions().collect();
-                        let vals = axis.take(&positions)?;
-                        if let (Ok(mn), Ok(mx)) = (extreme(&vals, true), extreme(&vals, false)) {
-                            c.min_value = Precision::Exact(mn);
-                            c.max_value = Precision::Exact(mx);
-                        }
-                    }
-                    Some(_) => {}
-                }
-            }
-            cols.push(c);
-        }
-        cols.extend(self.values.iter().map(|_| ColumnStatistics::new_unknown()));
-        Ok(Statistics {
-            num_rows: match rows.and_then(|r| usize::try_from(r).ok()) {
-                Some(r) => p(r),
-                None => Precision::Absent,
-            },
-            total_byte_size: Precision::Absent,
-            column_statistics: cols,
-        })
-    }
-}
-
-/// The smallest (`min`) or largest value of `a`.
-fn extreme(a: &Arc<dyn Array>, min: bool) -> Result<ScalarValue> {
-    let mut best: Option<ScalarValue> = None;
-    for i in 0..a.len() {
-        let v = ScalarValue::try_from_array(a, i)?;
-        best = match best {
-            None => Some(v),
-            Some(b) => {
-                let keep_new = match v.partial_cmp(&b) {
-                    Some(std::cmp::Ordering::Less) => min,
-                    Some(std::cmp::Ordering::Greater) => !min,
-                    _ => false,
-                };
-                Some(if keep_new { v } else { b })
-            }
-        };
-    }
-    best.ok_or_else(|| DataFusionError::Internal("empty axis".into()))
 }
 
 /// The files of an archive table, in order along the concatenation axis.
