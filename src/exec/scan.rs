@@ -95,10 +95,15 @@ impl TetScanExec {
         feed: &ChunkFeed,
     ) -> PlanProperties {
         let properties = feed.properties(schema, EmissionType::Incremental);
+        // Columns 0..axes.len() are the axes, in order.
+        let axes: Vec<usize> = projection.iter().copied().filter(|&c| c < table.axes.len()).collect();
+        if axes.is_empty() {
+            return properties;
+        }
         let Some(partitions) = feed.partition_tasks() else {
             return properties;
         };
-        let orderings = ordered_axes(table, &partitions)
+        let orderings = ordered_axes(table, &axes, &partitions)
             .into_iter()
             .filter_map(|(axis, descending)| {
                 let at = projection.iter().position(|&c| c == axis)?;

@@ -41,14 +41,15 @@ pub fn value_order(axis: &Axis) -> Option<bool> {
     }
 }
 
-/// The axes whose values every partition emits in order, as (axis, descending), when
-/// partition `i` reads `partitions[i]` in that order.
-pub fn ordered_axes(table: &TableModel, partitions: &[Vec<Arc<ChunkTask>>]) -> Vec<(usize, bool)> {
+/// Those of `axes` whose values every partition emits in order, as (axis, descending),
+/// when partition `i` reads `partitions[i]` in that order.
+pub fn ordered_axes(table: &TableModel, axes: &[usize], partitions: &[Vec<Arc<ChunkTask>>]) -> Vec<(usize, bool)> {
     let starts: Vec<Vec<Vec<u64>>> = partitions
         .iter()
         .map(|p| p.iter().map(|t| table.tile_start(t)).collect())
         .collect();
-    (0..table.axes.len())
+    axes.iter()
+        .copied()
         .filter(|&d| {
             partitions
                 .iter()
