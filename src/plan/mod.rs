@@ -34,6 +34,7 @@ pub use aggregate::{
     weighted_expr, weighted_input, widens,
 };
 pub use archive::combine;
+pub use attrs::AXIS_KEY;
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
 pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, id_space, tasks_by_id};

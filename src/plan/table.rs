@@ -3,7 +3,7 @@
 //! a selection of it; for an archive, its files ([`FileSet`]: which file each task
 //! reads, and where its tiles lie on the archive's axes).
 
-use super::attrs::field_metadata;
+use super::attrs::axis_metadata;
 use super::axes::{Axis, axes_of, coordinate_spans};
 use super::common_grid::{aligned_tasks, grid_count, tasks_by_id};
 use super::limits::{Limits, MAX_TABLE_CELLS};
@@ -170,7 +170,10 @@ impl TableModel {
         }
         let mut fields: Vec<Field> = axes
             .iter()
-            .map(|a| Field::new(&a.name, a.data_type(), false).with_metadata(field_metadata(&a.described_attrs())))
+            .enumerate()
+            .map(|(i, a)| {
+                Field::new(&a.name, a.data_type(), false).with_metadata(axis_metadata(i, &a.described_attrs()))
+            })
             .collect();
         fields.extend(values.iter().map(ValueColumn::field));
         Ok(TableModel {

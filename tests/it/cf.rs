@@ -7,6 +7,7 @@ use crate::common::{Val, ctx, rows, tempdir};
 use crate::servers;
 use datafusion::prelude::SessionContext;
 use datafusion_tet::format::{DType, DatasetSpec, TetWriter};
+use datafusion_tet::plan::AXIS_KEY;
 use std::path::Path;
 
 /// One file of the fill-value matrix: values, attributes, and which values the CF rule
@@ -357,6 +358,12 @@ async fn attributes_are_field_metadata() {
     let time = schema.field_with_name("time").unwrap();
     assert!(matches!(time.data_type(), arrow::datatypes::DataType::Timestamp(_, _)));
     assert_eq!(time.metadata().get("standard_name").map(String::as_str), Some("time"));
+    // Axis columns carry their position (Python's to_xarray pivots on it); values do not.
+    let axis_of = |name: &str| schema.field_with_name(name).unwrap().metadata().get(AXIS_KEY).cloned();
+    assert_eq!(
+        (axis_of("time"), axis_of("x"), axis_of("v")),
+        (Some("0".into()), Some("1".into()), None)
+    );
     // What was applied to the stored values is encoding, not a description of the
     // column (xarray's `encoding`): unpacked values have no scale, NULLs no fill value,
     // timestamps no `units since` nor calendar.
