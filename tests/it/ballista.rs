@@ -686,6 +686,17 @@ async fn a_cluster_of_processes_equals_local_execution() {
     let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &from)).await;
     assert!(explain.contains("TetAggregateExec"), "{explain}");
 
+    // An archive: its file list travels to the executors, each reads the files of its tasks.
+    let parts = dir.path().join("parts");
+    split_cube(&parts);
+    let archive = format!("tet('{}/', 'temp')", parts.display());
+    for sql in CUBE_QUERIES {
+        let (want, got) = (q(sql, &from), q(sql, &archive));
+        assert_same(rows(&client, &got).await, rows(&local, &want).await, &got);
+    }
+    let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &archive)).await;
+    assert!(explain.contains("TetAggregateExec"), "{explain}");
+
     // Tables of several datasets (chunk grids that differ), and joins on every axis
     // planned as one of them, in the executors' stages.
     for k in 0..3 {
