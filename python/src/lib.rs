@@ -13,10 +13,9 @@ mod session;
 mod tables;
 
 use datafusion::common::DataFusionError;
-use datafusion::execution::TaskContext;
 use datafusion::prelude::SessionConfig;
 use datafusion_ffi::config::extension_options::FFI_ExtensionOptions;
-use datafusion_ffi::execution::FFI_TaskContextProvider;
+use datafusion_ffi::execution::{FFI_TaskContext, FFI_TaskContextProvider};
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
 use datafusion_ffi::table_provider_factory::FFI_TableProviderFactory;
@@ -31,6 +30,11 @@ use pyo3::types::PyCapsule;
 use session::TetOverrides;
 use std::ptr::NonNull;
 use std::sync::Arc;
+
+// What crosses the FFI is freed by the library that allocated it (Arrow's release
+// callbacks, stabby's allocation prefix), so this library may use its own allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 create_exception!(
     datafusion_tet,
@@ -71,8 +75,13 @@ fn host_config(session: &Bound<'_, PyAny>) -> PyResult<Option<SessionConfig>> {
         .pointer_checked(Some(c"datafusion_task_context_provider"))?
         .cast();
     let provider = unsafe { data.as_ref() };
-    let ctx: Arc<TaskContext> = provider.try_into().map_err(py_err)?;
-    Ok(Some(ctx.session_config().clone()))
+    // Only the options: converting the whole task context (`Arc<TaskContext>::try_from`)
+    // would wrap every one of the host's functions, a third of a millisecond per query.
+    let ctx: FFI_TaskContext = unsafe { (provider.task_ctx)(provider) }
+        .into_result()
+        .map_err(|e| TetError::new_err(format!("the host's session: {e}")))?;
+    let config = unsafe { (ctx.session_config)(&ctx) };
+    Ok(Some(SessionConfig::try_from(&config).map_err(py_err)?))
 }
 
 /// One of our table functions, for `ctx.register_udtf(udtf(f, name))`.
