@@ -28,12 +28,11 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benches"))
-from run import median_time  # noqa: E402  (one timing rule for every bench driver)
+from run import median_time, run_times  # noqa: E402  (one timing rule for every bench driver)
 
 HEADING = "## Python (issue 58)"
 SHAPES = {
@@ -76,16 +75,6 @@ def middle_mean(times):
     return statistics.fmean(times[k:len(times) - k])
 
 
-def fold_time(run, reps):
-    run()  # warm-up
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return middle_mean(times)
-
-
 def tet_sql_elapsed(tet_sql, q, reps):
     out = subprocess.run([str(tet_sql), "--format", "csv", "-c"] + [q] * (reps + 1), check=True,
                          capture_output=True, text=True).stdout
@@ -125,7 +114,7 @@ def main():
         assert "TetAggregateExec" in plan, f"{name}: no fold in\n{plan}"
         ratios, folds, tsqls = [], [], []
         for _ in range(a.rounds):
-            f = fold_time(lambda: datafusion_tet.sql(ctx, fold_q).collect(), a.reps)
+            f = middle_mean(run_times(lambda: datafusion_tet.sql(ctx, fold_q).collect(), a.reps))
             s = tet_sql_elapsed(a.tet_sql, fold_q, a.reps)
             folds.append(f)
             tsqls.append(s)

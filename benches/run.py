@@ -62,14 +62,19 @@ def ensure(pkgs):
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *missing])
 
 
-def median_time(fn, reps):
-    fn()  # warm-up
+def run_times(fn, reps):
+    """The seconds of `reps` runs of `fn`, after one run to warm up."""
+    fn()
     times = []
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn, reps):
+    return statistics.median(run_times(fn, reps))
 
 
 def cube(T, LAT, LON):
