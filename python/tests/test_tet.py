@@ -86,6 +86,19 @@ def test_axis_filters_reach_the_scan(ctx, weather):
     assert "TetScanExec" in plan and "selection=[lat:" in plan, plan
 
 
+def test_zone_maps_and_exact_statistics_reach_the_host(ctx, weather):
+    source, path, _ = weather
+    above = float(source.temp.max()) + 1
+    q = f"SELECT count(*) AS n FROM tet('{path}', 'temp') WHERE v > {above}"
+    plan = plan_text(ctx, q)
+    # Every chunk's zone map excludes the value: none is read.
+    assert "pruned_by_zone=" in plan and "chunks=0/" in plan, plan
+    assert ctx.sql(q).to_pydict()["n"] == [0]
+    # The host answers count(*) from our exact statistics, without a scan.
+    plan = plan_text(ctx, f"SELECT count(*) FROM tet('{path}', 'temp')")
+    assert "PlaceholderRowExec" in plan and str(source.temp.size) in plan and "TetScanExec" not in plan, plan
+
+
 def test_several_datasets_make_one_table(ctx, weather):
     source, path, _ = weather
     got = ctx.sql(f"SELECT count(temp) AS t, count(precip) AS p FROM tet('{path}', 'temp', 'precip')").to_pydict()
