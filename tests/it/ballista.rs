@@ -519,19 +519,53 @@ impl Proc {
             .count()
     }
 
-    fn wait_for(&mut self, what: &str, ok: impl Fn(&Proc) -> bool) {
+    /// Wait until `ok`; an error with the log when the process exits first.
+    fn wait_until(&mut self, what: &str, ok: impl Fn(&Proc) -> bool) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if ok(self) {
-                return;
+                return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{what}: the process exited ({status}); its log:\n{}", self.log());
+                return Err(format!(
+                    "{what}: the process exited ({status}); its log:\n{}",
+                    self.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("{what}: not within 60 s; log:\n{}", self.log());
     }
+}
+
+/// A process started by `start` on `N` ports found free, once `up` says it serves. A port
+/// found free can be taken before the process binds it (by another test's server, or as
+/// the local port of an outgoing connection); the process then exits with "Address already
+/// in use", and it is started again on other ports.
+fn start_on_free_ports<const N: usize>(
+    what: &str,
+    start: impl Fn([u16; N]) -> Proc,
+    up: impl Fn(&Proc, [u16; N]) -> bool,
+) -> (Proc, [u16; N]) {
+    const ATTEMPTS: usize = 5;
+    for _ in 0..ATTEMPTS {
+        let ports = [(); N].map(|_| servers::free_port().unwrap());
+        let mut p = start(ports);
+        let started = p.wait_until(what, |p| up(p, ports)).and_then(|()| {
+            // A port someone else holds answers `up` too: the process must still run.
+            std::thread::sleep(Duration::from_millis(300));
+            match p.child.try_wait() {
+                Ok(Some(status)) => Err(format!("{what}: the process exited ({status}); its log:\n{}", p.log())),
+                _ => Ok(()),
+            }
+        });
+        match started {
+            Ok(()) => return (p, ports),
+            Err(log) if log.contains("Address already in use") => continue,
+            Err(log) => panic!("{log}"),
+        }
+    }
+    panic!("{what}: its ports were taken before it bound them, {ATTEMPTS} times");
 }
 
 impl Drop for Proc {
@@ -561,66 +595,69 @@ impl Cluster {
     /// With `scheduler_args` and `executor_args` added to the command lines.
     fn start_with(n: usize, env: &[(&str, &str)], scheduler_args: &[String], executor_args: &[String]) -> Cluster {
         let dir = tempdir();
-        let port = servers::free_port().unwrap();
-        let mut scheduler = Proc::start(
-            env!("CARGO_BIN_EXE_tet-ballista-scheduler"),
-            &[
-                "--bind-host",
-                "127.0.0.1",
-                "--bind-port",
-                &port.to_string(),
-                // Notice a lost executor within seconds rather than minutes.
-                "--executor-timeout-seconds",
-                "6",
-                "--expire-dead-executor-interval-seconds",
-                "1",
-            ]
-            .map(String::from)
-            .into_iter()
-            .chain(scheduler_args.iter().cloned())
-            .collect::<Vec<_>>(),
-            env,
-            dir.path().join("scheduler.log"),
-        );
-        scheduler.wait_for("scheduler listening", |_| {
+        let start_scheduler = |[port]: [u16; 1]| {
+            Proc::start(
+                env!("CARGO_BIN_EXE_tet-ballista-scheduler"),
+                &[
+                    "--bind-host",
+                    "127.0.0.1",
+                    "--bind-port",
+                    &port.to_string(),
+                    // Notice a lost executor within seconds rather than minutes.
+                    "--executor-timeout-seconds",
+                    "6",
+                    "--expire-dead-executor-interval-seconds",
+                    "1",
+                ]
+                .map(String::from)
+                .into_iter()
+                .chain(scheduler_args.iter().cloned())
+                .collect::<Vec<_>>(),
+                env,
+                dir.path().join("scheduler.log"),
+            )
+        };
+        let (scheduler, [port]) = start_on_free_ports("scheduler listening", start_scheduler, |_, [port]| {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
         let executors = (0..n)
             .map(|i| {
                 let work = dir.path().join(format!("work{i}"));
                 std::fs::create_dir_all(&work).unwrap();
-                let [p, g, h] = [(); 3].map(|_| servers::free_port().unwrap().to_string());
-                let mut args: Vec<String> = [
-                    "--scheduler-host",
-                    "127.0.0.1",
-                    "--scheduler-port",
-                    &port.to_string(),
-                    "--bind-host",
-                    "127.0.0.1",
-                    "--bind-port",
-                    &p,
-                    "--bind-grpc-port",
-                    &g,
-                    "--bind-health-port",
-                    &h,
-                    "--work-dir",
-                    &work.display().to_string(),
-                    "--concurrent-tasks",
-                    "1",
-                    "--executor-heartbeat-interval-seconds",
-                    "1",
-                ]
-                .map(String::from)
-                .into();
-                args.extend_from_slice(executor_args);
-                let mut e = Proc::start(
-                    env!("CARGO_BIN_EXE_tet-ballista-executor"),
-                    &args,
-                    env,
-                    dir.path().join(format!("executor{i}.log")),
-                );
-                e.wait_for("executor registered", |e| e.count("registration succeed") > 0);
-                e
+                let start_executor = |ports: [u16; 3]| {
+                    let [p, g, h] = ports.map(|p| p.to_string());
+                    let mut args: Vec<String> = [
+                        "--scheduler-host",
+                        "127.0.0.1",
+                        "--scheduler-port",
+                        &port.to_string(),
+                        "--bind-host",
+                        "127.0.0.1",
+                        "--bind-port",
+                        &p,
+                        "--bind-grpc-port",
+                        &g,
+                        "--bind-health-port",
+                        &h,
+                        "--work-dir",
+                        &work.display().to_string(),
+                        "--concurrent-tasks",
+                        "1",
+                        "--executor-heartbeat-interval-seconds",
+                        "1",
+                    ]
+                    .map(String::from)
+                    .into();
+                    args.extend_from_slice(executor_args);
+                    Proc::start(
+                        env!("CARGO_BIN_EXE_tet-ballista-executor"),
+                        &args,
+                        env,
+                        dir.path().join(format!("executor{i}.log")),
+                    )
+                };
+                let registered = |e: &Proc, _| e.count("registration succeed") > 0;
+                start_on_free_ports("executor registered", start_executor, registered).0
             })
             .collect();
         Cluster {
