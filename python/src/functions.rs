@@ -13,8 +13,8 @@ use datafusion::common::{Result, plan_err};
 use datafusion::logical_expr::{CreateExternalTable, Expr};
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::{FFI_TableProvider, ForeignTableProvider};
-use datafusion_tet::TetTableFactory;
 use datafusion_tet::sql::{TetChunksFunction, TetDatasetsFunction, TetFilesFunction, TetFunction};
+use datafusion_tet::{TetTableFactory, TetTableProvider};
 use std::sync::Arc;
 
 /// Which function a [`HostFunction`] is.
@@ -58,22 +58,20 @@ impl HostFunction {
 
     fn call(&self, args: &TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
-        if self.kind == Kind::Query {
-            let query = query_arg(exprs)?;
-            let table = QueryTable::plan(Some(args.session().config()), &[], &query)?;
-            return Ok(Arc::new(table));
-        }
+        let function: &dyn TableFunctionImpl = match self.kind {
+            Kind::Query => {
+                let query = query_arg(exprs)?;
+                return Ok(Arc::new(QueryTable::plan(Some(args.session().config()), &[], &query)?));
+            }
+            Kind::Tet => &TetFunction,
+            Kind::Datasets => &TetDatasetsFunction,
+            Kind::Chunks => &TetChunksFunction,
+            Kind::Files => &TetFilesFunction,
+        };
         let state = local_state(Some(args.session().config()), &[])?;
-        let local_args = TableFunctionArgs::new(exprs, &state);
         // Our functions wait on object stores through the runtime they run in.
         let _guard = crate::session::handle_enter();
-        let table = match self.kind {
-            Kind::Tet => TetFunction.call_with_args(local_args)?,
-            Kind::Datasets => TetDatasetsFunction.call_with_args(local_args)?,
-            Kind::Chunks => TetChunksFunction.call_with_args(local_args)?,
-            Kind::Files => TetFilesFunction.call_with_args(local_args)?,
-            Kind::Query => unreachable!(),
-        };
+        let table = function.call_with_args(TableFunctionArgs::new(exprs, &state))?;
         Ok(Arc::new(HostTable::new(table, vec![])))
     }
 }
@@ -132,11 +130,6 @@ pub fn open_blocking(
 ) -> Result<Arc<dyn TableProvider>> {
     let state = local_state(None, overrides)?;
     let names: Vec<&str> = datasets.iter().map(String::as_str).collect();
-    let table = block_on(async {
-        datafusion_tet::sql::open_table(state.config(), state.runtime_env(), location, &names, None).await
-    })?;
-    Ok(Arc::new(HostTable::new(
-        Arc::new(datafusion_tet::TetTableProvider::from_model(table)),
-        overrides.clone(),
-    )))
+    let table = block_on(TetTableProvider::open_datasets(&state, location, &names))?;
+    Ok(Arc::new(HostTable::new(Arc::new(table), overrides.clone())))
 }
