@@ -76,7 +76,7 @@ fn host_config(session: &Bound<'_, PyAny>) -> PyResult<Option<SessionConfig>> {
         .cast();
     let provider = unsafe { data.as_ref() };
     // Only the options: converting the whole task context (`Arc<TaskContext>::try_from`)
-    // would wrap every one of the host's functions, a third of a millisecond per query.
+    // would wrap every one of the host's functions again, on every query.
     let ctx: FFI_TaskContext = unsafe { (provider.task_ctx)(provider) }
         .into_result()
         .map_err(|e| TetError::new_err(format!("the host's session: {e}")))?;
