@@ -107,11 +107,7 @@ pub fn combine(pattern: &str, members: Vec<TableModel>, forced: Option<&str>) ->
     let mut members = members;
     one_time_unit(pattern, &mut members, axis)?;
     let members = order_along(pattern, members, axis)?;
-    let uniform = members[1..].iter().all(|m| {
-        m.values.iter().zip(&members[0].values).all(|(a, b)| {
-            a.dataset().dtype() == b.dataset().dtype() && a.packing == b.packing && a.missing == b.missing
-        })
-    });
+    let uniform = members[1..].iter().all(|m| m.stores_alike(&members[0]));
     // The concatenation axis, joined.
     let extent = members.iter().try_fold(0u64, |n, m| n.checked_add(m.axes[axis].extent));
     let cells = members[0]

@@ -16,10 +16,12 @@ mod axes;
 mod axis_filter;
 pub mod cf_time;
 mod common_grid;
+mod input_forms;
 mod limits;
 mod ordering;
 mod selection;
 mod statistics;
+mod storage_class;
 mod table;
 mod tasks;
 mod value_column;
@@ -29,15 +31,18 @@ mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
 pub use aggregate::{
-    Affine, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE,
-    State, StateColumn, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, sum_type, value_input,
-    weighted_expr, weighted_input, widens,
+    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
+    StateColumn, sum_type,
 };
 pub use archive::combine;
 pub use attrs::AXIS_KEY;
 pub use axes::{Axis, AxisSource, axes_of, timestamp_type, typed_labels};
 pub use axis_filter::{FilterKind, classify};
 pub use common_grid::{aligned_tasks, chunk_tasks, grid_count, id_space, tasks_by_id};
+pub use input_forms::{
+    Affine, Weighted, WeightedExpr, affine_of, expr_columns, is_numeric, value_input, weighted_expr, weighted_input,
+    widens,
+};
 pub use limits::{
     DEFAULT_MAX_AXIS_POSITIONS, DEFAULT_MAX_DATASET_CELLS, DEFAULT_MAX_TILE_BYTES, Limits, MAX_TABLE_CELLS,
 };

@@ -264,6 +264,12 @@ impl TableModel {
         self.axes.len() == other.axes.len() && self.axes.iter().zip(&other.axes).all(|(a, b)| a.same_as(b))
     }
 
+    /// Whether `other` stores each value column as this table does
+    /// ([`ValueColumn::stored_alike`]; the columns in order).
+    pub fn stores_alike(&self, other: &TableModel) -> bool {
+        self.values.len() == other.values.len() && self.values.iter().zip(&other.values).all(|(a, b)| a.stored_alike(b))
+    }
+
     /// This table with the session's [`Limits`].
     pub fn with_limits(self: &Arc<Self>, limits: Limits) -> Arc<Self> {
         if limits == self.limits {
@@ -450,7 +456,8 @@ pub struct FileSet {
     /// Whether every file stores each value column alike (one dtype, missing-value rule
     /// and packing): then the archive's `values` decode every file, and the fold may
     /// accumulate their stored values together. Otherwise each file's cells are decoded
-    /// by its own rule ([`TableModel::file_of`]) and cast to the archive's type.
+    /// by its own rule ([`TableModel::file_of`]) and cast to the archive's type, and the
+    /// fold folds each storage class apart ([`TableModel::storage_classes`]).
     pub uniform: bool,
 }
 

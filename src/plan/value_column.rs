@@ -45,6 +45,14 @@ impl ValueColumn {
         &self.source.file.datasets[self.dataset]
     }
 
+    /// Whether `other` stores its elements as this column does (one element type, missing
+    /// rule and packing), so that one decoding serves both.
+    pub fn stored_alike(&self, other: &ValueColumn) -> bool {
+        self.dataset().dtype() == other.dataset().dtype()
+            && self.packing == other.packing
+            && self.missing == other.missing
+    }
+
     /// Whether any cell can be NULL under this column's rule.
     pub fn has_missing(&self) -> bool {
         !self.missing.is_empty()

@@ -4,7 +4,7 @@
 //! with one integer comparison per element instead of evaluating the predicate.
 //! Comparisons of two value columns (`WHERE t2m > d2m`) compare the keys of both.
 
-use super::aggregate::widens;
+use super::input_forms::widens;
 use super::table::TableModel;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};

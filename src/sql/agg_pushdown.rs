@@ -26,31 +26,32 @@
 //! partitions. Partial variance states are (count, mean, M2), merged by
 //! the `tet_*` UDAFs; `corr`/`covar_*` states are co-moments, merged by `tet_corr` and
 //! `tet_covar_*`. Over a table of several datasets, every input is an expression of its
-//! value columns and axes, evaluated over the aligned tiles.
+//! value columns and axes, evaluated over the aligned tiles. Over an archive whose files
+//! store a value column differently, the states come from one fold per storage class,
+//! unioned ([`fold_by_storage_class`]).
 
+use super::aggregate_table::TetAggregateTable;
 use super::merge::{FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
-use crate::exec::{ChunkFeed, TetAggregateExec, weighted_program};
+use crate::exec::weighted_program;
 use crate::plan::{
-    AccessPlan, AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, State,
-    TableModel, affine_of, expr_columns, is_numeric, value_input, weighted_input,
+    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, affine_of,
+    expr_columns, is_numeric, value_input, weighted_input,
 };
-use arrow::datatypes::{DataType, SchemaRef};
-use async_trait::async_trait;
-use datafusion::catalog::{Session, TableProvider};
+use arrow::datatypes::DataType;
+use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result, internal_err};
-use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
+use datafusion::common::{Column, DFSchema, Result, TableReference, internal_err};
+use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{
-    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias,
-    TableProviderFilterPushDown, cast, lit, when,
+    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias, Union, cast, lit,
+    when,
 };
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
-use datafusion::physical_plan::ExecutionPlan;
 use std::sync::Arc;
 
 /// The logical rule (registered by [`crate::register`]).
@@ -227,54 +228,17 @@ impl Layer<'_> {
     }
 }
 
-fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<LogicalPlan>> {
-    let LogicalPlan::Aggregate(agg) = plan else {
-        return Ok(None);
-    };
-    // The scan, possibly under projections of its columns and expressions of them (common
-    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates),
-    // aliases (`FROM tet(...) AS x`, subqueries, views) and filters of the conditions the
-    // scan does not resolve exactly (those on `v`).
-    let mut layers = Vec::new();
-    let mut input = agg.input.as_ref();
-    loop {
-        let (layer, below) = match input {
-            LogicalPlan::Projection(p) => (Layer::Projection(p), &p.input),
-            LogicalPlan::SubqueryAlias(a) => (Layer::Alias(a), &a.input),
-            LogicalPlan::Filter(f) => (Layer::Filter(&f.predicate), &f.input),
-            _ => break,
-        };
-        layers.push(layer);
-        input = below.as_ref();
-    }
-    let LogicalPlan::TableScan(scan) = input else {
-        return Ok(None);
-    };
-    // An expression over the output of `layers[from]` as one over the scan's columns.
-    let resolve_from = |e: &Expr, from: usize| -> Result<Expr> {
-        layers[from..].iter().try_fold(e.clone(), |e, layer| layer.resolve(e))
-    };
-    let resolve = |e: &Expr| resolve_from(e, 0);
-    let filters: Vec<Expr> = layers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, layer)| match layer {
-            Layer::Filter(p) => Some(resolve_from(p, i + 1)),
-            _ => None,
-        })
-        .collect::<Result<_>>()?;
-    let predicate = conjunction(filters);
-    let group_expr = agg.group_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
-    let aggr_expr = agg.aggr_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
-    if scan.fetch.is_some() {
-        return Ok(None);
-    }
-    let provider = source_as_provider(&scan.source)?;
-    let Some(provider) = provider.downcast_ref::<TetTableProvider>() else {
-        return Ok(None);
-    };
-    let table = provider.model();
-    let schema = scan.projected_schema.as_ref();
+/// The aggregation of `aggr_expr` grouped by `group_expr` over the rows of `table` where
+/// `predicate` holds (expressions over `schema`, the scan's), when the fold takes it: keys
+/// of one axis each, aggregates it folds, a filter of value and axis columns, a number of
+/// dense groups it holds.
+fn aggregation_of(
+    table: &TableModel,
+    schema: &DFSchema,
+    group_expr: &[Expr],
+    aggr_expr: &[Expr],
+    predicate: Option<Expr>,
+) -> Result<Option<Aggregation>> {
     let mut groups: Vec<GroupKey> = Vec::new();
     for (i, g) in group_expr.iter().enumerate() {
         if let Expr::Column(c) = g
@@ -323,27 +287,180 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
         return Ok(None);
     }
     let aggregation = Aggregation { groups, aggs, filter };
-    // The fold accumulates stored values: the files of an archive that store a column
-    // differently (their own packing or fill values) are left to DataFusion's aggregate
-    // over the scan, which decodes each file by its own rule.
-    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() || !table.is_uniform() {
+    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() {
         return Ok(None);
     }
-    let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);
-    let output = match merge_in_scan && aggregation.fits_one_output(table) {
-        true => AggregateOutput::Values,
-        false => AggregateOutput::States,
+    Ok(Some(aggregation))
+}
+
+/// The scan of `folded` under `qualifier`. It projects every column, as DataFusion's
+/// `optimize_projections` would, so the rewritten plan needs no further optimizer pass (a
+/// third pass over it cost a third of the logical optimizer's time).
+fn fold_scan(qualifier: &TableReference, folded: TetAggregateTable) -> Result<LogicalPlan> {
+    let every_column = Some((0..folded.schema().fields().len()).collect());
+    LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(folded)), every_column)?.build()
+}
+
+/// An aggregate query over a scan, its expressions over the scan's columns.
+#[derive(Clone, Copy)]
+struct Query<'a> {
+    group_expr: &'a [Expr],
+    aggr_expr: &'a [Expr],
+    predicate: Option<&'a Expr>,
+    /// The filters pushed into the scan (unqualified).
+    filters: &'a [Expr],
+}
+
+/// The fold of an archive whose files store a value column differently (their own
+/// element type, packing or fill values), which no one set of accumulators can hold: one
+/// [`TetAggregateTable`] of partial states per storage class of its files
+/// ([`TableModel::storage_classes`]), their union under `qualifier`, for the merge above.
+/// Each class reads a value column whose type is not the archive's cast to it, as the scan
+/// casts each file's values, so its inputs and filters are the archive's and its states
+/// have the same types. `None` when a class does not fold the query.
+fn fold_by_storage_class(
+    table: &TableModel,
+    qualifier: &TableReference,
+    query: Query,
+) -> Result<Option<(Aggregation, LogicalPlan)>> {
+    let mut folded: Option<Aggregation> = None;
+    let mut scans = Vec::new();
+    for class in table.storage_classes()? {
+        let as_archive = |e: &Expr| as_archive_types(e, table, &class);
+        let each = |es: &[Expr]| es.iter().map(as_archive).collect::<Result<Vec<_>>>();
+        let schema = DFSchema::try_from_qualified_schema(qualifier.clone(), &class.schema)?;
+        let predicate = query.predicate.map(as_archive).transpose()?;
+        let Some(aggregation) = aggregation_of(
+            &class,
+            &schema,
+            &each(query.group_expr)?,
+            &each(query.aggr_expr)?,
+            predicate,
+        )?
+        else {
+            return Ok(None);
+        };
+        let states = aggregation.schema(AggregateOutput::States);
+        if folded
+            .as_ref()
+            .is_some_and(|a| a.schema(AggregateOutput::States) != states)
+        {
+            return Ok(None);
+        }
+        let filters = each(query.filters)?;
+        let class = TetAggregateTable::new(Arc::new(class), filters, aggregation.clone(), AggregateOutput::States);
+        scans.push(Arc::new(fold_scan(qualifier, class)?));
+        folded.get_or_insert(aggregation);
+    }
+    let Some(aggregation) = folded else {
+        return Ok(None);
     };
+    let union = match scans.len() {
+        1 => scans.pop().map(Arc::unwrap_or_clone).expect("one scan"),
+        _ => LogicalPlan::Union(Union::try_new(scans)?),
+    };
+    // A union's columns have no qualifier; the merge above names them by the scan's.
+    let input = LogicalPlanBuilder::from(union).alias(qualifier.clone())?.build()?;
+    Ok(Some((aggregation, input)))
+}
+
+/// `e` (over `archive`'s columns) over the columns of `class`, one of its storage classes:
+/// each value column whose type differs from the archive's is cast to the archive's.
+fn as_archive_types(e: &Expr, archive: &TableModel, class: &TableModel) -> Result<Expr> {
+    let widened: Vec<(&str, &DataType)> = (archive.value_index()..archive.schema.fields().len())
+        .map(|c| (archive.schema.field(c), class.schema.field(c)))
+        .filter(|(a, c)| a.data_type() != c.data_type())
+        .map(|(a, _)| (a.name().as_str(), a.data_type()))
+        .collect();
+    if widened.is_empty() {
+        return Ok(e.clone());
+    }
+    Ok(e.clone()
+        .transform(|x| {
+            if let Expr::Column(c) = &x
+                && let Some((_, ty)) = widened.iter().find(|(n, _)| *n == c.name)
+            {
+                return Ok(Transformed::yes(cast(x, (*ty).clone())));
+            }
+            Ok(Transformed::no(x))
+        })?
+        .data)
+}
+
+fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<LogicalPlan>> {
+    let LogicalPlan::Aggregate(agg) = plan else {
+        return Ok(None);
+    };
+    // The scan, possibly under projections of its columns and expressions of them (common
+    // subexpression elimination hoists `CAST(v AS Float64)` shared by several aggregates),
+    // aliases (`FROM tet(...) AS x`, subqueries, views) and filters of the conditions the
+    // scan does not resolve exactly (those on `v`).
+    let mut layers = Vec::new();
+    let mut input = agg.input.as_ref();
+    loop {
+        let (layer, below) = match input {
+            LogicalPlan::Projection(p) => (Layer::Projection(p), &p.input),
+            LogicalPlan::SubqueryAlias(a) => (Layer::Alias(a), &a.input),
+            LogicalPlan::Filter(f) => (Layer::Filter(&f.predicate), &f.input),
+            _ => break,
+        };
+        layers.push(layer);
+        input = below.as_ref();
+    }
+    let LogicalPlan::TableScan(scan) = input else {
+        return Ok(None);
+    };
+    // An expression over the output of `layers[from]` as one over the scan's columns.
+    let resolve_from = |e: &Expr, from: usize| -> Result<Expr> {
+        layers[from..].iter().try_fold(e.clone(), |e, layer| layer.resolve(e))
+    };
+    let resolve = |e: &Expr| resolve_from(e, 0);
+    let filters: Vec<Expr> = layers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, layer)| match layer {
+            Layer::Filter(p) => Some(resolve_from(p, i + 1)),
+            _ => None,
+        })
+        .collect::<Result<_>>()?;
+    let predicate = conjunction(filters);
+    let group_expr = agg.group_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
+    let aggr_expr = agg.aggr_expr.iter().map(resolve).collect::<Result<Vec<_>>>()?;
+    if scan.fetch.is_some() {
+        return Ok(None);
+    }
+    let provider = source_as_provider(&scan.source)?;
+    let Some(provider) = provider.downcast_ref::<TetTableProvider>() else {
+        return Ok(None);
+    };
+    let table = provider.model();
+    let qualifier = scan.table_name.clone();
     // Providers see filters with unqualified columns, as DataFusion's planner hands them over.
     let filters = datafusion::logical_expr::expr_rewriter::unnormalize_cols(scan.filters.clone());
-    let folded = TetAggregateTable::new(table.clone(), filters, aggregation.clone(), output);
-    let qualifier = scan.table_name.clone();
-    // The scan projects every column, as DataFusion's `optimize_projections` would, so the
-    // rewritten plan needs no further optimizer pass (a third pass over it cost a third of
-    // the logical optimizer's time).
-    let every_column = Some((0..folded.schema.fields().len()).collect());
-    let input =
-        LogicalPlanBuilder::scan(qualifier.clone(), provider_as_source(Arc::new(folded)), every_column)?.build()?;
+    let (aggregation, input, output) = if table.is_uniform() {
+        let schema = scan.projected_schema.as_ref();
+        let Some(aggregation) = aggregation_of(table, schema, &group_expr, &aggr_expr, predicate)? else {
+            return Ok(None);
+        };
+        let output = match merge_in_scan && aggregation.fits_one_output(table) {
+            true => AggregateOutput::Values,
+            false => AggregateOutput::States,
+        };
+        let folded = TetAggregateTable::new(table.clone(), filters, aggregation.clone(), output);
+        (aggregation, fold_scan(&qualifier, folded)?, output)
+    } else {
+        let query = Query {
+            group_expr: &group_expr,
+            aggr_expr: &aggr_expr,
+            predicate: predicate.as_ref(),
+            filters: &filters,
+        };
+        let Some((aggregation, input)) = fold_by_storage_class(table, &qualifier, query)? else {
+            return Ok(None);
+        };
+        (aggregation, input, AggregateOutput::States)
+    };
+    let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);
     let column = |name: String| Expr::Column(Column::new(Some(qualifier.clone()), name));
     // The original output: names, qualifiers and types.
     let restore = |input: LogicalPlan, finals: Vec<Expr>| -> Result<LogicalPlan> {
@@ -490,98 +607,4 @@ fn merge_projections(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         exprs,
         inner.input.clone(),
     )?)))
-}
-
-/// A table whose scan is [`TetAggregateExec`]: an aggregation over a table with pushed
-/// axis filters, as partial states or as the aggregates' values ([`AggregateOutput`]).
-#[derive(Debug, Clone)]
-pub struct TetAggregateTable {
-    table: Arc<TableModel>,
-    filters: Vec<Expr>,
-    aggregation: Aggregation,
-    output: AggregateOutput,
-    schema: SchemaRef,
-}
-
-impl TetAggregateTable {
-    /// `aggregation` over `table` restricted by `filters`, emitting `output`.
-    pub fn new(table: Arc<TableModel>, filters: Vec<Expr>, aggregation: Aggregation, output: AggregateOutput) -> Self {
-        let schema = aggregation.schema(output);
-        TetAggregateTable {
-            table,
-            filters,
-            aggregation,
-            output,
-            schema,
-        }
-    }
-
-    /// What its rows are.
-    pub fn output(&self) -> AggregateOutput {
-        self.output
-    }
-
-    /// The underlying table.
-    pub fn table(&self) -> &Arc<TableModel> {
-        &self.table
-    }
-    /// Pushed axis filters.
-    pub fn filters(&self) -> &[Expr] {
-        &self.filters
-    }
-    /// What is aggregated.
-    pub fn aggregation(&self) -> &Aggregation {
-        &self.aggregation
-    }
-}
-
-#[async_trait]
-impl TableProvider for TetAggregateTable {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Unsupported; filters.len()])
-    }
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let config = TetConfig::of(state.config());
-        let table = &config.table(&self.table);
-        let access = AccessPlan::build(table, state, &self.filters)?;
-        let read = self.aggregation.value_columns(table);
-        let outer = self.aggregation.partition_axes(&access.selection);
-        let partitions = access.partitions(table, state.config().target_partitions(), &read, &outer);
-        let exec: Arc<dyn ExecutionPlan> = Arc::new(TetAggregateExec::try_new(
-            table.clone(),
-            self.aggregation.clone(),
-            ChunkFeed::new(access, &partitions)?,
-            config.fetch_options(),
-            self.output,
-        )?);
-        match projection {
-            Some(p) if *p != (0..self.schema.fields().len()).collect::<Vec<_>>() => {
-                let exprs = p
-                    .iter()
-                    .map(|&i| {
-                        let f = self.schema.field(i);
-                        let c: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
-                            Arc::new(datafusion::physical_expr::expressions::Column::new(f.name(), i));
-                        (c, f.name().clone())
-                    })
-                    .collect::<Vec<_>>();
-                Ok(Arc::new(
-                    datafusion::physical_plan::projection::ProjectionExec::try_new(exprs, exec)?,
-                ))
-            }
-            _ => Ok(exec),
-        }
-    }
 }

@@ -7,6 +7,7 @@
 //! walk payloads (that is `exec`).
 
 mod agg_pushdown;
+mod aggregate_table;
 mod archive;
 mod factory;
 mod files_table;
@@ -16,7 +17,8 @@ mod merge;
 mod session_options;
 mod table;
 
-pub use agg_pushdown::{TetAggregatePushdown, TetAggregateTable};
+pub use agg_pushdown::TetAggregatePushdown;
+pub use aggregate_table::TetAggregateTable;
 #[cfg(feature = "ballista")]
 pub(crate) use archive::block_on;
 pub use archive::{open_source, open_source_with, open_table};

@@ -488,10 +488,12 @@ async fn archives_that_do_not_combine_are_refused_naming_the_files() {
     assert!(e.contains("level") && e.contains("not a dimension"), "{e}");
 }
 
-/// Files that store a variable each their own way (a float32 file, a packed int16 file
+/// Files that store a variable each their own way (float32 files, a packed int16 file
 /// with its own scale and fill value, a float64 file) make one Float64 column, each file
 /// decoded by its own rule: every answer equals DataFusion's over the `UNION ALL` of the
-/// files, each cast to DOUBLE.
+/// files, each cast to DOUBLE, and DataFusion's aggregate over the archive's scan (the
+/// pushdown off). Aggregates fold per storage class: three `TetAggregateExec`s, the two
+/// float32 files (not neighbours on the time axis) in one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_that_store_a_variable_differently_decode_by_their_own_rules() {
     let dir = tempdir();
@@ -534,6 +536,7 @@ async fn files_that_store_a_variable_differently_decode_by_their_own_rules() {
             &mut rng,
         ),
         w_file("f2.tet", 2, DType::F64, &[("_FillValue", "-999")], &mut rng),
+        w_file("f3.tet", 3, DType::F32, &[("_FillValue", "-999")], &mut rng),
     ];
     let ctx = ctx();
     let archive = format!("tet('{}/*.tet', 'a')", dir.path().display());
@@ -550,16 +553,39 @@ async fn files_that_store_a_variable_differently_decode_by_their_own_rules() {
     let union = format!("({union})");
     let ty = rows(&ctx, &format!("SELECT arrow_typeof(v) FROM {archive} LIMIT 1")).await;
     assert_eq!(ty, vec![vec![Val::Str("Float64".into())]]);
-    for q in [
-        "SELECT time, y, x, v FROM {t}",
+    let row_plan = ctx_with(&["tet.aggregate_pushdown = false"]).await;
+    let folds = [
         "SELECT y, count(v), sum(v), avg(v), min(v), max(v), stddev(v) FROM {t} GROUP BY y",
         "SELECT time, count(*) FROM {t} WHERE v > 5 GROUP BY time",
         "SELECT x, sum(v) FROM {t} WHERE time >= TIMESTAMP '2024-01-01T12:00:00' GROUP BY x",
-    ] {
+        "SELECT count(*), count(v), sum(v), min(v), max(v), var_pop(v), stddev_samp(v) FROM {t}",
+        "SELECT date_trunc('day', time) AS d, avg(v * 1.8 + 32), max(v) FILTER (WHERE v < 20) FROM {t} GROUP BY 1",
+        "SELECT y, x, avg(v), min(v), corr(v, sqrt(abs(v))) FROM {t} WHERE v BETWEEN 0 AND 40 GROUP BY y, x",
+        "SELECT time, y, sum(CAST(v AS DOUBLE) * v), count(*) FILTER (WHERE v IS NULL) FROM {t} GROUP BY time, y",
+    ];
+    for q in folds {
+        let plan = format!(
+            "{:?}",
+            rows(&ctx, &format!("EXPLAIN {}", q.replace("{t}", &archive))).await
+        );
+        assert_eq!(plan.matches("TetAggregateExec").count(), 3, "{q}: {plan}");
+    }
+    for q in ["SELECT time, y, x, v FROM {t}"].into_iter().chain(folds) {
         let got = rows(&ctx, &q.replace("{t}", &archive)).await;
         let want = rows(&ctx, &q.replace("{t}", &format!("{union} AS u"))).await;
+        assert_same(got.clone(), want, q);
+        let want = rows(&row_plan, &q.replace("{t}", &archive)).await;
         assert_same(got, want, q);
     }
+    // The join rewrite's table of the archive beside itself folds per storage class too.
+    let join = format!(
+        "SELECT l.y, count(*), avg(l.v - r.v), max(r.v) FROM {archive} AS l JOIN {archive} AS r \
+         ON l.time = r.time AND l.y = r.y AND l.x = r.x GROUP BY l.y"
+    );
+    let no_rewrite = ctx_with(&["tet.join_rewrite = false"]).await;
+    assert_same(rows(&ctx, &join).await, rows(&no_rewrite, &join).await, &join);
+    let plan = format!("{:?}", rows(&ctx, &format!("EXPLAIN {join}")).await);
+    assert_eq!(plan.matches("TetAggregateExec").count(), 3, "{plan}");
 }
 
 /// The type of a column over files of two types is numpy's `result_type` of theirs (what

@@ -207,8 +207,10 @@ async fn crossed_grids_round_trip_as_task_ids() {
 
 /// The cube at `whole` (of [`cube`], 64 time steps) as 3 files of 20, 24 and 20 time
 /// steps in `parts`, each with its own chunk grid (integer time labels, so the files
-/// order by them), written from the whole file's values.
-fn split_cube(parts: &Path) {
+/// order by them), written from the whole file's values. With `fill_in_middle`, the
+/// middle file declares a fill value none of its elements has: the same values, stored
+/// by another rule, so the archive folds in two storage classes.
+fn split_cube(parts: &Path, fill_in_middle: bool) {
     std::fs::create_dir_all(parts).unwrap();
     let data = cube_values(64);
     let plane = 24 * 36 * 8;
@@ -216,14 +218,15 @@ fn split_cube(parts: &Path) {
     for (i, n) in [20u64, 24, 20].into_iter().enumerate() {
         let part = &data[(start * plane) as usize..((start + n) * plane) as usize];
         let mut w = TetWriter::new();
-        w.dataset(
-            DatasetSpec::new("temp", DType::F64, &[n, 24, 36], &[3 + i as u64, 12, 9], part)
-                .dim_names(&["time", "lat", "lon"])
-                .labels("time", (start..start + n).map(|t| (1000 + 6 * t).to_string()).collect())
-                .labels("lat", (0..24).map(|i| format!("N{:02}", i % 12)).collect())
-                .codecs(ChunkCodecs::Zstd(1)),
-        )
-        .unwrap();
+        let mut spec = DatasetSpec::new("temp", DType::F64, &[n, 24, 36], &[3 + i as u64, 12, 9], part)
+            .dim_names(&["time", "lat", "lon"])
+            .labels("time", (start..start + n).map(|t| (1000 + 6 * t).to_string()).collect())
+            .labels("lat", (0..24).map(|i| format!("N{:02}", i % 12)).collect())
+            .codecs(ChunkCodecs::Zstd(1));
+        if fill_in_middle && i == 1 {
+            spec = spec.attr("_FillValue", "-1e300");
+        }
+        w.dataset(spec).unwrap();
         w.write_path(parts.join(format!("p{i}.tet"))).unwrap();
         start += n;
     }
@@ -238,17 +241,27 @@ async fn archives_round_trip_with_their_files() {
     let whole = dir.path().join("cube.tet");
     cube(&whole, 64);
     let parts = dir.path().join("parts");
-    split_cube(&parts);
+    split_cube(&parts, false);
+    let mixed = dir.path().join("mixed");
+    split_cube(&mixed, true);
     let (from, whole_from) = (
         format!("tet('{}/*.tet', 'temp')", parts.display()),
         format!("tet('{}', 'temp')", whole.display()),
     );
+    let mixed_from = format!("tet('{}/*.tet', 'temp')", mixed.display());
     let pcodec = TetPhysicalExtensionCodec::default();
     let (values_ctx, states) = (ctx(), ctx_with(&["tet.merge_in_scan = false"]).await);
-    for (ctx, sql) in CUBE_QUERIES.iter().flat_map(|sql| [(&values_ctx, sql), (&states, sql)]) {
+    let cases = CUBE_QUERIES.iter().flat_map(|sql| {
+        [
+            (&values_ctx, sql, &from),
+            (&states, sql, &from),
+            (&values_ctx, sql, &mixed_from),
+        ]
+    });
+    for (ctx, sql, from) in cases {
         let task = ctx.task_ctx();
         let want = rows(ctx, &q(sql, &whole_from)).await;
-        let sql = q(sql, &from);
+        let sql = q(sql, from);
         // Encoded before it runs: a plan that ran carries its TopK's dynamic filter
         // (DataFusion 55 serializes `filter=[lon@0 < 6]` into the SortExec), which a
         // decoded copy then applies from the start.
@@ -464,7 +477,7 @@ async fn in_process_cluster_equals_local_execution() {
     assert!(explain.contains("TetAggregateExec"), "{explain}");
     // An archive's tasks spread over the cluster like one file's.
     let parts = dir.path().join("parts");
-    split_cube(&parts);
+    split_cube(&parts, false);
     let archive = format!("tet('{}/', 'temp')", parts.display());
     let archive_queries = CUBE_QUERIES.iter().map(|sql| {
         let (cluster, local, want, got) = (&cluster, &local, q(sql, &from), q(sql, &archive));
@@ -723,16 +736,17 @@ async fn a_cluster_of_processes_equals_local_execution() {
     let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &from)).await;
     assert!(explain.contains("TetAggregateExec"), "{explain}");
 
-    // An archive: its file list travels to the executors, each reads the files of its tasks.
+    // An archive: its file list travels to the executors, each reads the files of its
+    // tasks. Its middle file stores the values by another rule: one fold per storage class.
     let parts = dir.path().join("parts");
-    split_cube(&parts);
+    split_cube(&parts, true);
     let archive = format!("tet('{}/', 'temp')", parts.display());
     for sql in CUBE_QUERIES {
         let (want, got) = (q(sql, &from), q(sql, &archive));
         assert_same(rows(&client, &got).await, rows(&local, &want).await, &got);
     }
     let explain = distributed_plan(&client, &q(CUBE_QUERIES[3], &archive)).await;
-    assert!(explain.contains("TetAggregateExec"), "{explain}");
+    assert_eq!(explain.matches("TetAggregateExec").count(), 2, "{explain}");
 
     // Tables of several datasets (chunk grids that differ), and joins on every axis
     // planned as one of them, in the executors' stages.
