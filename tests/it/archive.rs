@@ -778,5 +778,25 @@ async fn archives_in_object_stores_answer_as_local_ones() {
         )
         .await;
         assert_eq!(one.len(), 1);
+        // A server that lists by WebDAV (PROPFIND): a glob and a folder over http.
+        if crate::servers::nginx_lists_dav() {
+            let www = nginx.dir.join("www/dav/arch");
+            std::fs::create_dir_all(&www).unwrap();
+            for name in &names {
+                std::fs::copy(parts.join(name), www.join(name)).unwrap();
+            }
+            for location in ["dav/arch/*.tet", "dav/arch/"] {
+                for q in &QUERIES[2..5] {
+                    let want = rows(&ctx, &q.replace("{t}", &local)).await;
+                    let table = format!("tet('{}/{location}', 'a', 'b')", nginx.endpoint);
+                    let got = rows(&ctx, &q.replace("{t}", &table)).await;
+                    assert_same(got, want, &format!("http {location}: {q}"));
+                }
+            }
+        } else if std::env::var_os("CI").is_some() {
+            panic!("CI installs nginx's WebDAV module (libnginx-mod-http-dav-ext)");
+        } else {
+            eprintln!("NOTICE: nginx's WebDAV module is absent; skipping listing over http");
+        }
     }
 }

@@ -118,16 +118,32 @@ fn start_moto(name: &str, authenticate: bool) -> Result<Server, String> {
     })
 }
 
+/// Debian's WebDAV module of nginx (`libnginx-mod-http-dav-ext`), which answers PROPFIND:
+/// the listing object_store's `HttpStore` makes.
+const NGINX_DAV_MODULE: &str = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so";
+
+/// Whether the nginx of [`nginx`] lists `/dav/` by WebDAV (its module is installed).
+pub fn nginx_lists_dav() -> bool {
+    std::path::Path::new(NGINX_DAV_MODULE).exists()
+}
+
 fn start_nginx() -> Result<Server, String> {
     let port = free_port()?;
     let dir = workdir("nginx")?;
     let d = dir.display();
+    let (module, dav) = match nginx_lists_dav() {
+        true => (
+            format!("load_module {NGINX_DAV_MODULE};\n"),
+            "location /dav/ { dav_ext_methods PROPFIND OPTIONS; }",
+        ),
+        false => (String::new(), ""),
+    };
     let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+        "{module}daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
          events {{ worker_connections 256; }}\n\
          http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
          fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
-         server {{ listen 127.0.0.1:{port}; root {d}/www; location /noetag/ {{ etag off; }} }}\n}}\n"
+         server {{ listen 127.0.0.1:{port}; root {d}/www; location /noetag/ {{ etag off; }} {dav} }}\n}}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).map_err(|e| e.to_string())?;
     let bin = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "nginx"]
@@ -352,7 +368,8 @@ pub fn moto_authenticating() -> Option<&'static Server> {
     get(&CELL, "moto (S3, authenticating)", || start_moto("moto-auth", true))
 }
 
-/// nginx serving `dir/www`, without ETags under `/noetag/` (`etag off`).
+/// nginx serving `dir/www`, without ETags under `/noetag/` (`etag off`), listing `/dav/`
+/// by WebDAV where its module is installed ([`nginx_lists_dav`]).
 pub fn nginx() -> Option<&'static Server> {
     static CELL: OnceLock<Result<Server, String>> = OnceLock::new();
     get(&CELL, "nginx", start_nginx)
