@@ -11,6 +11,9 @@
 //!   coordinate variables) plus a CF `time` coordinate variable (int32 hours,
 //!   `units = "hours since <the file's own first step>"`, hourly from 2024-01-01), so that
 //!   the one file and the split files decode to the same timestamps.
+//! `archive write-mixed RAW_F32 DIR T LAT LON FILES`: the split files alone, as
+//!   `DIR/mixed{FILES}/part-NN.tet`, every other one declaring `_FillValue = -1e30` (which
+//!   no value is): the same values in two storage classes, folded one class at a time.
 //! `archive write-small DIR N`: `N` small files `DIR/f-NNNN.tet` of one archive (dataset
 //!   `temp` [24, 8, 16] f32 in one chunk, a day each, their own `hours since`), for the
 //!   cost of opening and planning many files.
@@ -156,7 +159,19 @@ fn instant(hours: u64) -> String {
 /// Write the f32 cube `raw` [n, lat, lon] as `out`: dataset `temp` (one raw chunk of
 /// `chunk_t` steps), then `time` (int32 hours since the file's first step, `t0` hours
 /// after 2024-01-01), `lat` and `lon` (the values driver.rs writes).
-fn write_cube(out: &Path, raw: &[u8], t0: u64, n: u64, lat: u64, lon: u64, chunk_t: u64) -> Result<()> {
+/// With `fill`, `temp` declares that `_FillValue` (one none of the cube's values has: the
+/// same values, stored by another rule).
+#[allow(clippy::too_many_arguments)]
+fn write_cube(
+    out: &Path,
+    raw: &[u8],
+    t0: u64,
+    n: u64,
+    lat: u64,
+    lon: u64,
+    chunk_t: u64,
+    fill: Option<&str>,
+) -> Result<()> {
     let lats: Vec<u8> = (0..lat)
         .flat_map(|i| (-90.0f32 + 180.0 * i as f32 / (lat.max(2) - 1) as f32).to_le_bytes())
         .collect();
@@ -166,12 +181,13 @@ fn write_cube(out: &Path, raw: &[u8], t0: u64, n: u64, lat: u64, lon: u64, chunk
     let hours: Vec<u8> = (0..n as i32).flat_map(|i| i.to_le_bytes()).collect();
     let units = format!("hours since {}", instant(t0));
     let mut w = TetWriter::new();
-    w.dataset(
-        DatasetSpec::new(DATASET, DType::F32, &[n, lat, lon], &[chunk_t, lat, lon], raw)
-            .dim_names(&["time", "lat", "lon"])
-            .codecs(ChunkCodecs::Raw),
-    )
-    .map_err(to_df)?;
+    let mut temp = DatasetSpec::new(DATASET, DType::F32, &[n, lat, lon], &[chunk_t, lat, lon], raw)
+        .dim_names(&["time", "lat", "lon"])
+        .codecs(ChunkCodecs::Raw);
+    if let Some(f) = fill {
+        temp = temp.attr("_FillValue", f);
+    }
+    w.dataset(temp).map_err(to_df)?;
     w.dataset(
         DatasetSpec::new("time", DType::I32, &[n], &[n], &hours)
             .dim_names(&["time"])
@@ -186,8 +202,8 @@ fn write_cube(out: &Path, raw: &[u8], t0: u64, n: u64, lat: u64, lon: u64, chunk
     w.write_path(out).map_err(to_df)
 }
 
-/// `archive write` (see the module doc).
-fn write(raw: &str, dir: &str, t: u64, lat: u64, lon: u64, files: u64) -> Result<()> {
+/// `archive write` and, `mixed`, `archive write-mixed` (see the module doc).
+fn write(raw: &str, dir: &str, t: u64, lat: u64, lon: u64, files: u64, mixed: bool) -> Result<()> {
     let raw = std::fs::read(raw)?;
     let plane = (lat * lon * 4) as usize;
     if raw.len() != t as usize * plane || files == 0 || !t.is_multiple_of(files) {
@@ -197,12 +213,16 @@ fn write(raw: &str, dir: &str, t: u64, lat: u64, lon: u64, files: u64) -> Result
         )));
     }
     let dir = Path::new(dir);
-    let split = dir.join(format!("split{files}"));
+    let split = dir.join(format!("{}{files}", if mixed { "mixed" } else { "split" }));
     std::fs::create_dir_all(&split)?;
-    write_cube(&dir.join("one.tet"), &raw, 0, t, lat, lon, 1)?;
+    if !mixed {
+        write_cube(&dir.join("one.tet"), &raw, 0, t, lat, lon, 1, None)?;
+    }
     let per = t / files;
     for k in 0..files {
         let (a, b) = ((k * per) as usize * plane, ((k + 1) * per) as usize * plane);
+        // Mixed: every other file declares a fill value its values never take.
+        let fill = (mixed && k % 2 == 1).then_some("-1e30");
         write_cube(
             &split.join(format!("part-{k:02}.tet")),
             &raw[a..b],
@@ -211,13 +231,17 @@ fn write(raw: &str, dir: &str, t: u64, lat: u64, lon: u64, files: u64) -> Result
             lat,
             lon,
             1,
+            fill,
         )?;
     }
-    eprintln!(
-        "wrote {} and {files} files in {}",
-        dir.join("one.tet").display(),
-        split.display()
-    );
+    match mixed {
+        true => eprintln!("wrote {files} files in {}", split.display()),
+        false => eprintln!(
+            "wrote {} and {files} files in {}",
+            dir.join("one.tet").display(),
+            split.display()
+        ),
+    }
     Ok(())
 }
 
@@ -238,6 +262,7 @@ fn write_small(dir: &str, n: u64) -> Result<()> {
             lat,
             lon,
             steps,
+            None,
         )?;
     }
     eprintln!("wrote {n} files of [{steps}, {lat}, {lon}] f32 in {}", dir.display());
@@ -951,7 +976,8 @@ async fn main() -> Result<()> {
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or_default();
     let num = |i: usize| -> Result<u64> { arg(i).parse().map_err(|_| err(format!("argument {i}: a number"))) };
     match arg(1) {
-        "write" => write(arg(2), arg(3), num(4)?, num(5)?, num(6)?, num(7)?),
+        "write" => write(arg(2), arg(3), num(4)?, num(5)?, num(6)?, num(7)?, false),
+        "write-mixed" => write(arg(2), arg(3), num(4)?, num(5)?, num(6)?, num(7)?, true),
         "write-small" => write_small(arg(2), num(3)?),
         "pair" => pair(arg(2), arg(3), num(4)? as usize).await,
         "open" => open(arg(2), arg(3), num(4)? as usize).await,
@@ -965,7 +991,7 @@ async fn main() -> Result<()> {
         }
         other => Err(err(format!(
             "archive: unknown subcommand {other:?}; usage: archive [write RAW DIR T LAT LON FILES | \
-             write-small DIR N | pair ONE.tet PATTERN REPS | open PATTERN ONE_SMALL REPS | \
+             write-mixed RAW DIR T LAT LON FILES | write-small DIR N | pair ONE.tet PATTERN REPS | open PATTERN ONE_SMALL REPS | \
              s3 ENDPOINT SMALL_DIR N REPS | cold ONE.tet DIR REPS | query LOCATION]"
         ))),
     }

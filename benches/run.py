@@ -27,6 +27,7 @@ with decoded GB/s beside each time.
 
 Usage: python3 benches/run.py [--time 512] [--reps 5] [--out benches/RESULTS.md]
        python3 benches/run.py --archive [--dir DIR] [--archive-bin target/release/deps/archive-HASH]
+       python3 benches/run.py --archive-mixed [--dir DIR] [--archive-bin ...]
 (`--archive`: only the section of archives, issue 57, benches/archive.rs: the cube split into
 16 files vs one file, opening 1 000 local files and 200 objects on moto's S3, a cold page cache;
 it replaces that section of --out. Its files are written once under DIR/archive and reused.)
@@ -544,6 +545,60 @@ def archive(a, d, bench, floor_bin):
     return lines
 
 
+MIXED_HEADING = "## Archives stored two ways (issue 57)"
+
+
+def archive_mixed(a, d, bench, floor_bin):
+    """The 16 files of the archive section with every other one declaring a fill value no
+    value takes (`archive write-mixed`): the same values in two storage classes, which the
+    fold folds one class at a time, against the one file, paired with the native floor."""
+    T, LAT, LON, F = a.time, a.lat, a.lon, ARCHIVE_FILES
+    ad = d / "archive"
+    one, mixed = ad / "one.tet", ad / f"mixed{F}"
+    if not one.exists():
+        sys.exit(f"{one} is missing: run --archive first (it writes the one file)")
+    ad.mkdir(parents=True, exist_ok=True)
+    if len(list(mixed.glob("*.tet"))) != F:
+        raw = Path(a.raw) if a.raw else ad / "cube.f32"
+        if not a.raw:
+            cube(T, LAT, LON).tofile(raw)
+        subprocess.check_call(bench + ["write-mixed", str(raw), str(ad), str(T), str(LAT), str(LON), str(F)])
+        if not a.raw:
+            raw.unlink()
+    if not floor_bin.exists():
+        subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
+                               str(floor_bin)])
+    env = os.environ | {"TET_FLOOR_BIN": str(floor_bin)}
+    rounds = []
+    for _ in range(a.archive_rounds):
+        out = subprocess.check_output(bench + ["pair", str(one), f"{mixed}/*.tet", str(a.archive_reps)], text=True,
+                                      env=env)
+        rounds.append([json.loads(l) for l in out.splitlines() if l.startswith("{")])
+    pooled = lambda e, qn: [x for rd in rounds for r in rd if r.get("engine") == e and r.get("query") == qn
+                            for x in r["all"]]
+    checks = [r for rd in rounds for r in rd if "check" in r]
+    q = lambda xs, p: sorted(xs)[round((len(xs) - 1) * p)] if xs else float("nan")
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    lines = [MIXED_HEADING, "",
+             f"`python3 benches/run.py {invocation()}` at {rev or '?'}, {time.strftime('%Y-%m-%d')}: the {F} files of "
+             f"the archive section written again by `archive write-mixed`, every other one declaring "
+             "`_FillValue = -1e30`, which no value is: the same values stored by two rules, so the fold runs once "
+             "per storage class (two `TetAggregateExec`s under one merge). "
+             f"{a.archive_rounds} rounds of {a.archive_reps} runs of each query on each table, paired with the "
+             "native floor and alternating as in the archive section; pages warm. Answers agree (largest relative "
+             f"difference {max(r['max_rel_diff'] for r in checks):.1e}).", "",
+             f"| query | one file (s) | {F} files, two classes (s) | {F} files / floor | {F} / 1 | quartiles |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for qn in ARCHIVE_QUERIES:
+        ratio = pooled("archive_per_one_file_paired", qn)
+        lines.append(f"| {qn} | {statistics.median(pooled('one_file', qn)):.4f} | "
+                     f"{statistics.median(pooled('archive', qn)):.4f} | "
+                     f"{statistics.median(pooled('archive_per_paired_floor', qn)):.2f} | "
+                     f"**{statistics.median(ratio):.2f}** | {q(ratio, 0.25):.2f}–{q(ratio, 0.75):.2f} |")
+    lines.append("")
+    return lines
+
+
 def archive_bench(a):
     """The command of benches/archive.rs: `--archive-bin`, else built and run by cargo."""
     if a.archive_bin:
@@ -590,12 +645,21 @@ def main():
     ap.add_argument("--only", choices=["multi"], help="run only the section of two variables and replace it in --out")
     ap.add_argument("--archive", action="store_true",
                     help="run only the section of archives (issue 57) and replace it in --out")
+    ap.add_argument("--archive-mixed", action="store_true",
+                    help="run only the section of an archive stored two ways (after --archive) and replace it in --out")
     ap.add_argument("--archive-bin", help="a built benches/archive.rs binary to use instead of `cargo bench`")
     ap.add_argument("--archive-reps", type=int, default=15, help="runs of each query per round, archive section")
     ap.add_argument("--archive-rounds", type=int, default=3, help="rounds (processes) of the archive pairs")
     ap.add_argument("--archive-cold-reps", type=int, default=7, help="repetitions of the cold page cache rows")
     ap.add_argument("--raw", help="the cube as raw f32 (as cube() makes it), instead of generating it")
     a = ap.parse_args()
+    if a.archive_mixed:
+        ensure([("numpy", "numpy")])
+        d = Path(a.dir)
+        section = archive_mixed(a, d, archive_bench(a), d / "floor")
+        replace_section(a.out, MIXED_HEADING, section)
+        print("\n".join(section))
+        return
     if a.archive:
         ensure([("numpy", "numpy"), ("moto", "moto[server]")])
         d = Path(a.dir)
