@@ -309,6 +309,24 @@ def stop_process(p):
         p.wait()
 
 
+def build_floor(floor_bin):
+    """The native floor (benches/floor.c, `-O3 -march=native`) at `floor_bin`, unless built."""
+    if not floor_bin.exists():
+        subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
+                               str(floor_bin)])
+
+
+def write_archive(a, ad, bench, subcommand):
+    """`archive write` or `write-mixed` of the cube (`--raw`, else made by cube() for the call)."""
+    raw = Path(a.raw) if a.raw else ad / "cube.f32"
+    if not a.raw:
+        cube(a.time, a.lat, a.lon).tofile(raw)
+    subprocess.check_call(bench + [subcommand, str(raw), str(ad), str(a.time), str(a.lat), str(a.lon),
+                                   str(ARCHIVE_FILES)])
+    if not a.raw:
+        raw.unlink()
+
+
 def archive(a, d, bench, floor_bin):
     """Issue 57's rows: the cube split into 16 files along time vs the same cube as one file
     (paired with the native floor), opening and planning 1 000 small local files and 200 objects
@@ -319,17 +337,10 @@ def archive(a, d, bench, floor_bin):
     one, split, small = ad / "one.tet", ad / f"split{F}", ad / "small1000"
     ad.mkdir(parents=True, exist_ok=True)
     if not one.exists() or len(list(split.glob("*.tet"))) != F:
-        raw = Path(a.raw) if a.raw else ad / "cube.f32"
-        if not a.raw:
-            cube(T, LAT, LON).tofile(raw)
-        subprocess.check_call(bench + ["write", str(raw), str(ad), str(T), str(LAT), str(LON), str(F)])
-        if not a.raw:
-            raw.unlink()
+        write_archive(a, ad, bench, "write")
     if len(list(small.glob("*.tet"))) != 1000:
         subprocess.check_call(bench + ["write-small", str(small), "1000"])
-    if not floor_bin.exists():
-        subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
-                               str(floor_bin)])
+    build_floor(floor_bin)
     files = sorted(split.glob("*.tet"))
 
     def run(args, env=None):
@@ -552,22 +563,15 @@ def archive_mixed(a, d, bench, floor_bin):
     """The 16 files of the archive section with every other one declaring a fill value no
     value takes (`archive write-mixed`): the same values in two storage classes, which the
     fold folds one class at a time, against the one file, paired with the native floor."""
-    T, LAT, LON, F = a.time, a.lat, a.lon, ARCHIVE_FILES
+    F = ARCHIVE_FILES
     ad = d / "archive"
     one, mixed = ad / "one.tet", ad / f"mixed{F}"
     if not one.exists():
         sys.exit(f"{one} is missing: run --archive first (it writes the one file)")
     ad.mkdir(parents=True, exist_ok=True)
     if len(list(mixed.glob("*.tet"))) != F:
-        raw = Path(a.raw) if a.raw else ad / "cube.f32"
-        if not a.raw:
-            cube(T, LAT, LON).tofile(raw)
-        subprocess.check_call(bench + ["write-mixed", str(raw), str(ad), str(T), str(LAT), str(LON), str(F)])
-        if not a.raw:
-            raw.unlink()
-    if not floor_bin.exists():
-        subprocess.check_call(["cc", "-O3", "-march=native", "-fopenmp", str(ROOT / "benches" / "floor.c"), "-o",
-                               str(floor_bin)])
+        write_archive(a, ad, bench, "write-mixed")
+    build_floor(floor_bin)
     env = os.environ | {"TET_FLOOR_BIN": str(floor_bin)}
     rounds = []
     for _ in range(a.archive_rounds):
