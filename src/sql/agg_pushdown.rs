@@ -19,8 +19,9 @@
 //!     TableScan(TetAggregateTable: states)   -- scans as TetAggregateExec
 //! ```
 //! A key is an axis column or a deterministic expression of one axis column
-//! ([`GroupKey`]); an input is `v`, a widening cast of it, an affine Float64 expression of
-//! it, or any deterministic numeric expression of `v` and the axes ([`AggInput`]); filters
+//! ([`GroupKey`](crate::plan::GroupKey)); an input is `v`, a widening cast of it, an affine Float64 expression of
+//! it, or any deterministic numeric expression of `v` and the axes
+//! ([`AggInput`](crate::plan::AggInput), recognised by `foldable`); filters
 //! are expressions of `v` and the axes. Emitting states, `TetAggregateExec` emits, per
 //! partition, one row of partial states per group it touched; the merge aggregate combines
 //! partitions. Partial variance states are (count, mean, M2), merged by
@@ -31,24 +32,19 @@
 //! unioned ([`fold_by_storage_class`]).
 
 use super::aggregate_table::TetAggregateTable;
+use super::foldable::aggregation_of;
 use super::merge::{FloatExtreme, MergeCoMoments, MergeMoments, MomentKind};
 use super::session_options::TetConfig;
 use super::table::TetTableProvider;
-use crate::exec::weighted_program;
-use crate::plan::{
-    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, State, TableModel, affine_of,
-    expr_columns, is_numeric, value_input, weighted_input,
-};
+use crate::plan::{AggFunc, AggregateOutput, Aggregation, State, TableModel};
 use arrow::datatypes::DataType;
 use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result, TableReference, internal_err};
 use datafusion::datasource::{provider_as_source, source_as_provider};
-use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{
-    AggregateUDF, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias, Union, cast, lit,
-    when,
+    AggregateUDF, Expr, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias, Union, cast, lit, when,
 };
 use datafusion::optimizer::optimizer::ApplyOrder;
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
@@ -90,113 +86,6 @@ fn is_float(t: &DataType) -> bool {
     matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
 }
 
-/// Strip column qualifiers: the pushdown's expressions are over the table's own columns.
-fn unqualified(e: &Expr) -> Expr {
-    datafusion::logical_expr::expr_rewriter::unnormalize_col(e.clone())
-}
-
-fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> {
-    let Expr::AggregateFunction(AggregateFunction { func, params }) = e.clone().unalias_nested().data else {
-        return None;
-    };
-    if params.distinct || !params.order_by.is_empty() || params.null_treatment.is_some() {
-        return None;
-    }
-    let filter = match &params.filter {
-        Some(f) => {
-            let f = unqualified(f);
-            expr_columns(table, &f)?;
-            Some(f)
-        }
-        None => None,
-    };
-    let v_type = table.value_type();
-    if let [x, y] = params.args.as_slice() {
-        let func = match func.name() {
-            "covar" => AggFunc::CovarSamp,
-            name => AggFunc::from_name(name).filter(|f| f.is_comoment())?,
-        };
-        // Two deterministic numeric expressions of value and axis columns, evaluated
-        // over each tile and folded as co-moments.
-        for e in [x, y] {
-            expr_columns(table, &unqualified(e))?;
-            if !is_numeric(&e.get_type(schema).ok()?) {
-                return None;
-            }
-        }
-        let (x, y) = (unqualified(x), unqualified(y));
-        return Some(AggSpec {
-            func,
-            input_type: DataType::Float64,
-            input: AggInput::Pair(x, y),
-            filter,
-        });
-    }
-    let [arg] = params.args.as_slice() else { return None };
-    let func = match func.name() {
-        "count" => {
-            if let Expr::Literal(v, _) = arg
-                && !v.is_null()
-            {
-                return Some(AggSpec {
-                    filter,
-                    ..AggSpec::of_value(AggFunc::CountStar, v_type)
-                });
-            }
-            AggFunc::Count
-        }
-        "sum" => AggFunc::Sum,
-        "avg" => AggFunc::Avg,
-        "min" => AggFunc::Min,
-        "max" => AggFunc::Max,
-        "var_pop" => AggFunc::VarPop,
-        "var" | "var_samp" => AggFunc::VarSamp,
-        "stddev_pop" => AggFunc::StddevPop,
-        "stddev" | "stddev_samp" => AggFunc::StddevSamp,
-        _ => return None,
-    };
-    let (input_type, input) = if table.is_multi() {
-        // Several value columns: any deterministic numeric expression of them and the
-        // axes, evaluated over each step's aligned tiles.
-        let t = arg.get_type(schema).ok()?;
-        let e = unqualified(arg);
-        expr_columns(table, &e)?;
-        if !is_numeric(&t) {
-            return None;
-        }
-        (t, AggInput::Expr(e))
-    } else if let Some(t) = value_input(arg, &v_type) {
-        (t, AggInput::Value { affine: None })
-    } else {
-        let t = arg.get_type(schema).ok()?;
-        if let Some(m) = affine_of(arg, &v_type).filter(|_| t == DataType::Float64) {
-            (t, AggInput::Value { affine: Some(m) })
-        } else {
-            let e = unqualified(arg);
-            // Expressions of `v` alone fold from each tile's values; of an axis only as a
-            // weight of sums, means and counts (evaluated per position) of `v` or of a
-            // compiled expression of it. Any other expression reading an axis would be
-            // gathered cell by cell, slower than DataFusion's own plan: left to it.
-            let of_value = expr_columns(table, &e)? == [table.value_index()];
-            let weight = || {
-                t == DataType::Float64
-                    && matches!(func, AggFunc::Sum | AggFunc::Avg | AggFunc::Count)
-                    && (weighted_input(table, &e).is_some() || weighted_program(table, &e).is_some())
-            };
-            if !is_numeric(&t) || !(of_value || weight()) {
-                return None;
-            }
-            (t, AggInput::Expr(e))
-        }
-    };
-    Some(AggSpec {
-        func,
-        input_type,
-        input,
-        filter,
-    })
-}
-
 /// A plan between an aggregate and its scan that the rewrite looks through.
 enum Layer<'a> {
     Projection(&'a Projection),
@@ -226,71 +115,6 @@ impl Layer<'_> {
         })?
         .data)
     }
-}
-
-/// The aggregation of `aggr_expr` grouped by `group_expr` over the rows of `table` where
-/// `predicate` holds (expressions over `schema`, the scan's), when the fold takes it: keys
-/// of one axis each, aggregates it folds, a filter of value and axis columns, a number of
-/// dense groups it holds.
-fn aggregation_of(
-    table: &TableModel,
-    schema: &DFSchema,
-    group_expr: &[Expr],
-    aggr_expr: &[Expr],
-    predicate: Option<Expr>,
-) -> Result<Option<Aggregation>> {
-    let mut groups: Vec<GroupKey> = Vec::new();
-    for (i, g) in group_expr.iter().enumerate() {
-        if let Expr::Column(c) = g
-            && let Some(d) = table.axis_index(&c.name)
-        {
-            groups.push(GroupKey::axis(table, d));
-            continue;
-        }
-        let e = unqualified(g);
-        let Some(&[d]) = expr_columns(table, &e).as_deref() else {
-            return Ok(None);
-        };
-        if table.value_at(d).is_some() {
-            return Ok(None);
-        }
-        let Ok(data_type) = g.get_type(schema) else {
-            return Ok(None);
-        };
-        groups.push(GroupKey {
-            axis: d,
-            expr: Some(e),
-            name: format!("__tet_k{i}"),
-            data_type,
-        });
-    }
-    let Some(aggs) = aggr_expr
-        .iter()
-        .map(|e| agg_spec(e, table, schema))
-        .collect::<Option<Vec<_>>>()
-    else {
-        return Ok(None);
-    };
-    let filter = match predicate {
-        Some(p) => {
-            let p = unqualified(&p);
-            if expr_columns(table, &p).is_none() {
-                return Ok(None);
-            }
-            Some(p)
-        }
-        None => None,
-    };
-    // A bare count(*) is answered by DataFusion from the scan's exact statistics.
-    if groups.is_empty() && filter.is_none() && aggs.iter().all(|a| a.func == AggFunc::CountStar && a.filter.is_none())
-    {
-        return Ok(None);
-    }
-    let aggregation = Aggregation { groups, aggs, filter };
-    if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() {
-        return Ok(None);
-    }
-    Ok(Some(aggregation))
 }
 
 /// The scan of `folded` under `qualifier`. It projects every column, as DataFusion's

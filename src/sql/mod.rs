@@ -11,6 +11,7 @@ mod aggregate_table;
 mod archive;
 mod factory;
 mod files_table;
+mod foldable;
 mod functions;
 mod join_rewrite;
 mod merge;
