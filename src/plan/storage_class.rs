@@ -10,9 +10,9 @@ impl TableModel {
     /// This table's files grouped by how they store each value column
     /// ([`TableModel::stores_alike`]), each group as the archive of its files along this
     /// table's concatenation axis, in the order of each group's first file. A class keeps
-    /// this table's limits (its files have its missing rule already); its value columns have its files' own type
-    /// (a class of packed files is Float64 where the archive's column may be wider or the
-    /// class narrower). A table whose files store alike is its own one class.
+    /// this table's limits (its files have its missing rule already). Its value columns
+    /// have its files' own types, which may be narrower than the archive's (a float32
+    /// class in a Float64 archive). A table whose files store alike is its own one class.
     pub fn storage_classes(&self) -> Result<Vec<TableModel>> {
         let Some(files) = self.files.as_ref().filter(|f| !f.uniform) else {
             return Ok(vec![self.clone()]);

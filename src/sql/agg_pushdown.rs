@@ -148,7 +148,7 @@ fn fold_by_storage_class(
     query: Query,
 ) -> Result<Option<(Aggregation, LogicalPlan)>> {
     let mut folded: Option<Aggregation> = None;
-    let mut scans = Vec::new();
+    let mut scans: Vec<Arc<LogicalPlan>> = Vec::new();
     for class in table.storage_classes()? {
         let as_archive = |e: &Expr| as_archive_types(e, table, &class);
         let each = |es: &[Expr]| es.iter().map(as_archive).collect::<Result<Vec<_>>>();
@@ -179,9 +179,9 @@ fn fold_by_storage_class(
     let Some(aggregation) = folded else {
         return Ok(None);
     };
-    let union = match scans.len() {
-        1 => scans.pop().map(Arc::unwrap_or_clone).expect("one scan"),
-        _ => LogicalPlan::Union(Union::try_new(scans)?),
+    let union = match <[Arc<LogicalPlan>; 1]>::try_from(scans) {
+        Ok([one]) => Arc::unwrap_or_clone(one),
+        Err(scans) => LogicalPlan::Union(Union::try_new(scans)?),
     };
     // A union's columns have no qualifier; the merge above names them by the scan's.
     let input = LogicalPlanBuilder::from(union).alias(qualifier.clone())?.build()?;
