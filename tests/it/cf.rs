@@ -930,6 +930,14 @@ async fn archive_of_monthly_netcdf_answers_as_xarray_does() {
         .await;
         assert_close(&column(&got, 1), &f64s(&x["monthly_mean"]), &w);
         assert_close(&column(&got, 2), &f64s(&x["monthly_count"]), &w);
+        // With the pushdown on, those answers came from the fold: one per storage class,
+        // the three files stored three ways.
+        let folds = match settings.contains(&"tet.aggregate_pushdown = false") {
+            true => 0,
+            false => 3,
+        };
+        let plan = format!("{:?}", rows(&ctx, &format!("EXPLAIN SELECT avg(v) FROM {mixed}")).await);
+        assert_eq!(plan.matches("TetAggregateExec").count(), folds, "{w}: {plan}");
     }
 
     // Archives that do not combine: refused, naming the files, never answered in part;
