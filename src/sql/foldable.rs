@@ -15,7 +15,7 @@ use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 
 /// Strip column qualifiers: the pushdown's expressions are over the table's own columns.
-pub(super) fn unqualified(e: &Expr) -> Expr {
+fn unqualified(e: &Expr) -> Expr {
     datafusion::logical_expr::expr_rewriter::unnormalize_col(e.clone())
 }
 
