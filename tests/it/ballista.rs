@@ -539,15 +539,21 @@ impl Proc {
             if ok(self) {
                 return Ok(());
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "{what}: the process exited ({status}); its log:\n{}",
-                    self.log()
-                ));
-            }
+            self.running(what)?;
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("{what}: not within 60 s; log:\n{}", self.log());
+    }
+
+    /// An error with the log when the process has exited.
+    fn running(&mut self, what: &str) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Err(format!(
+                "{what}: the process exited ({status}); its log:\n{}",
+                self.log()
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -567,10 +573,7 @@ fn start_on_free_ports<const N: usize>(
         let started = p.wait_until(what, |p| up(p, ports)).and_then(|()| {
             // A port someone else holds answers `up` too: the process must still run.
             std::thread::sleep(Duration::from_millis(300));
-            match p.child.try_wait() {
-                Ok(Some(status)) => Err(format!("{what}: the process exited ({status}); its log:\n{}", p.log())),
-                _ => Ok(()),
-            }
+            p.running(what)
         });
         match started {
             Ok(()) => return (p, ports),
