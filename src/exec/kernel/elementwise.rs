@@ -4,7 +4,8 @@
 
 use super::accumulators::Accumulators;
 use super::elem::{Elem, fmax, fmin, nan_sign};
-use super::keep::{Keep, MissingCheck};
+use super::keep::{Keep, MissingCheck, RangeCheck};
+use super::run_stats::in_range;
 use super::simd::multiversion;
 
 /// Fold one value (a cell already counted) into group `g`.
@@ -57,8 +58,8 @@ pub fn fold_elementwise<T: Elem>(acc: &mut Accumulators, run: &[T], keep: &Keep<
 multiversion! {
     /// Fold element `i` of `run` into group `g + i` (a grouped innermost axis that is its
     /// own key): [`fold_elementwise`] without a group lookup per element, as passes over
-    /// the run and the groups' accumulators side by side, which vectorize. Variances
-    /// (Welford, one element after the other) stay element-wise.
+    /// the run and the groups' accumulators side by side, which vectorize (a variance's
+    /// Welford step too: each group takes one element of the run).
     pub fn fold_consecutive[T](acc: &mut Accumulators, g: usize, run: &[T], keep: &Keep<T>) where [T: Elem] = fold_consecutive_body;
 }
 
@@ -68,11 +69,9 @@ fn fold_consecutive_body<T>(acc: &mut Accumulators, g: usize, run: &[T], keep: &
 where
     T: Elem,
 {
-    if acc.needs.moments {
-        return fold_elementwise(acc, run, keep, |i| g + i);
-    }
     match (keep.missing.check(), keep.range) {
-        (MissingCheck::Nothing, None) => {
+        // Welford reads each group's count as it folds: not deferred then.
+        (MissingCheck::Nothing, None) if !acc.needs.moments => {
             acc.count_later(g, run.len());
             consecutive(
                 acc,
@@ -83,6 +82,14 @@ where
                 |_| true,
             )
         }
+        (MissingCheck::Nothing, None) => consecutive(
+            acc,
+            g,
+            run,
+            Counts::Each,
+            #[inline(always)]
+            |_| true,
+        ),
         #[allow(clippy::eq_op)]
         (MissingCheck::Nan, None) => consecutive(
             acc,
@@ -108,14 +115,46 @@ where
             #[inline(always)]
             |x| keep.test(x),
         ),
-        (_, Some(_)) => consecutive(
-            acc,
-            g,
-            run,
-            Counts::Kept,
-            #[inline(always)]
-            |x| keep.test(x),
-        ),
+        (check, Some(range)) => {
+            // As `run_stats` tests a range: in the stored type where the bounds convert
+            // exactly, NaNs by the rule; by keys (a scalar loop) only for a list of missing
+            // values, or a range holding some NaNs but not all when the run has a NaN.
+            let RangeCheck {
+                native,
+                lo,
+                hi,
+                nan_in,
+                nan_by_keys,
+            } = RangeCheck::<T>::of(range, keep.missing.nan);
+            let r = (native, lo, hi, nan_in);
+            let by_keys = matches!(check, MissingCheck::List) || (nan_by_keys && run.iter().any(|x| x.is_nan()));
+            match check.fill() {
+                _ if by_keys => consecutive(
+                    acc,
+                    g,
+                    run,
+                    Counts::Kept,
+                    #[inline(always)]
+                    |x| keep.test(x),
+                ),
+                Some(fv) => consecutive(
+                    acc,
+                    g,
+                    run,
+                    Counts::Kept,
+                    #[inline(always)]
+                    |x| in_range(x, r) & (x != fv),
+                ),
+                None => consecutive(
+                    acc,
+                    g,
+                    run,
+                    Counts::Kept,
+                    #[inline(always)]
+                    |x| in_range(x, r),
+                ),
+            }
+        }
     }
 }
 
@@ -174,19 +213,34 @@ pub(super) fn consecutive<T: Elem>(
                 *lo = fmin(*lo, v);
                 *hi = fmax(*hi, v);
             }
-            for (flag, &x) in acc.nan[groups].iter_mut().zip(run) {
+            for (flag, &x) in acc.nan[groups.clone()].iter_mut().zip(run) {
                 if x.is_nan() && ok(x) {
                     *flag |= nan_sign(x);
                 }
             }
         } else {
-            let (lo, hi) = (&mut acc.imin[groups.clone()], &mut acc.imax[groups]);
+            let (lo, hi) = (&mut acc.imin[groups.clone()], &mut acc.imax[groups.clone()]);
             for ((lo, hi), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(run) {
                 if ok(x) {
                     *lo = (*lo).min(x.wide());
                     *hi = (*hi).max(x.wide());
                 }
             }
+        }
+    }
+    if needs.moments {
+        // Welford, as `fold_value` steps it, each group's count already taken.
+        let (n, mean, m2) = (
+            &acc.n[groups.clone()],
+            &mut acc.mean[groups.clone()],
+            &mut acc.m2[groups],
+        );
+        for (((&n, mu), m), &x) in n.iter().zip(mean.iter_mut()).zip(m2.iter_mut()).zip(run) {
+            let (xf, kept) = (x.f(), ok(x));
+            let d = xf - *mu;
+            let next = if kept { *mu + d / n as f64 } else { *mu };
+            *m += if kept { d * (xf - next) } else { 0.0 };
+            *mu = next;
         }
     }
 }
