@@ -76,8 +76,25 @@ fn install(state: &mut SessionState) {
         .table_factories_mut()
         .insert("TET".to_string(), Arc::new(TetTableFactory));
     with_tet_options(state.config_mut());
+    keep_partial_aggregation(state.config_mut());
     if state.config().get_extension::<io::SourceCache>().is_none() {
         state.config_mut().set_extension(Arc::new(io::SourceCache::default()));
+    }
+}
+
+/// DataFusion's default ratio of groups to rows above which a partial aggregate stops
+/// aggregating and passes rows on as states.
+const SKIP_PARTIAL_RATIO_DEFAULT: f64 = 0.8;
+
+/// Turn off DataFusion's skip of partial aggregation, unless the session chose its own
+/// ratio: DataFusion 55.2's grouped `percentile_cont` panics when it is skipped (its
+/// `convert_to_state` asserts one argument and is given two), and many groups (a
+/// percentile per grid cell) are what trigger the skip. Our fold does not use it; a row
+/// plan of many groups keeps its partial aggregate, at some cost.
+fn keep_partial_aggregation(config: &mut datafusion::prelude::SessionConfig) {
+    let execution = &mut config.options_mut().execution;
+    if execution.skip_partial_aggregation_probe_ratio_threshold == SKIP_PARTIAL_RATIO_DEFAULT {
+        execution.skip_partial_aggregation_probe_ratio_threshold = 1.0;
     }
 }
 
