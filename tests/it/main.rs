@@ -23,6 +23,7 @@ mod gcs;
 mod hostile;
 mod layers;
 mod local_files;
+mod maps;
 mod memory;
 mod multi;
 mod remote;

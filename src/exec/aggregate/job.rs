@@ -183,7 +183,11 @@ impl FoldJob {
             tokio::task::consume_budget().await;
             let (task, tiles) = next?;
             let _fold = Stopwatch::start(&metrics.fold_timers);
-            folding.task(&task, &tiles)?;
+            folding.task(&task, &tiles, reservation)?;
+        }
+        {
+            let _fold = Stopwatch::start(&metrics.fold_timers);
+            folding.finish(reservation);
         }
         let PartitionFold { mut accs, pairs, .. } = folding;
         accs.iter_mut().for_each(Accumulators::settle);

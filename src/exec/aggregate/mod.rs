@@ -17,6 +17,10 @@
 //! vectorized kernels, and their states are mapped at emit (packing, affine inputs such as
 //! `v * 1.8 + 32`); any other input or filter is an expression evaluated over each tile's
 //! cells slab by slab (`tile::TileExprs`, `evaluated`) and folded from the resulting arrays.
+//!
+//! A map of many cells over an outer axis (`GROUP BY lat, lon` over time) folds block of
+//! cells by block of cells over a batch of tiles (`per_cell`), so that each group's slots
+//! are swept once per batch rather than once per time step.
 
 use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::io::FetchOptions;
@@ -44,6 +48,7 @@ mod evaluated;
 mod fold_plan;
 mod job;
 mod partition_fold;
+mod per_cell;
 mod stored;
 mod task_fold;
 mod weighted;

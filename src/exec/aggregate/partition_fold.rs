@@ -6,6 +6,7 @@ use super::cell_kernels::{PairKernel, ProgramKernel, RowKernel, WeightedProgramK
 use super::cell_walk::{CellWalk, TaskCells};
 use super::evaluated;
 use super::fold_plan::{FoldPlan, Input, InputKind, PairInput, SLAB_CELLS};
+use super::per_cell::PerCellFold;
 use super::stored::{fold_stored, fold_sum_and_count};
 use super::task_fold::TaskFold;
 use super::weighted::{Weights, fold_weighted};
@@ -16,6 +17,7 @@ use crate::plan::{ChunkTask, TableModel, ValueRanges};
 use arrow::buffer::Buffer;
 use datafusion::common::Result;
 use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::MemoryReservation;
 use std::sync::Arc;
 
 /// One partition's fold: an accumulator per input and co-moments per pair, over the
@@ -28,6 +30,8 @@ pub(super) struct PartitionFold<'a> {
     pub(super) weights: &'a [AxisValues],
     pub(super) accs: Vec<Accumulators>,
     pub(super) pairs: Vec<Vec<CoMoment>>,
+    /// The batch of a per-cell fold, when the fold is one ([`PerCellFold::of`]).
+    per_cell: Option<PerCellFold>,
 }
 
 impl<'a> PartitionFold<'a> {
@@ -69,12 +73,24 @@ impl<'a> PartitionFold<'a> {
                 .map(|i| Accumulators::new(gi.count, i.needs, i.float))
                 .collect(),
             pairs: vec![vec![CoMoment::default(); gi.count]; fold.pairs.len()],
+            per_cell: PerCellFold::of(table, fold, gi),
         }
     }
 
-    /// Fold one task, whose value columns' tiles are `tiles` (in the table's order).
-    pub(super) fn task(&mut self, task: &Arc<ChunkTask>, tiles: &[Option<Buffer>]) -> Result<()> {
+    /// Fold one task, whose value columns' tiles are `tiles` (in the table's order); a
+    /// per-cell fold may hold it in its batch (with what it reserves in `reservation`)
+    /// until [`Self::finish`].
+    pub(super) fn task(
+        &mut self,
+        task: &Arc<ChunkTask>,
+        tiles: &[Option<Buffer>],
+        reservation: &MemoryReservation,
+    ) -> Result<()> {
         let (table, fold) = (self.table, self.fold);
+        if let Some(per_cell) = &mut self.per_cell {
+            let tile = tiles.first().cloned().flatten();
+            return per_cell.task((table, fold, self.gi), &mut self.accs, task, tile, reservation);
+        }
         let start = table.tile_start(task);
         // The kernels over stored values read the one value column of a table of one
         // dataset; compiled expressions over a table of several read the aligned cells of
@@ -114,6 +130,13 @@ impl<'a> PartitionFold<'a> {
             start: &start,
         };
         evaluated::fold_task(fold, at, tiles, &mut self.accs, &mut self.pairs)
+    }
+
+    /// Fold what a per-cell fold holds.
+    pub(super) fn finish(&mut self, reservation: &MemoryReservation) {
+        if let Some(per_cell) = &mut self.per_cell {
+            per_cell.finish(self.table, self.fold, &mut self.accs, reservation);
+        }
     }
 
     /// The cells of a slab of a task: inputs over stored values walk the tile slab by

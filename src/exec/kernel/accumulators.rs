@@ -68,34 +68,37 @@ pub struct Accumulators {
 impl Accumulators {
     /// Accumulators for `groups` groups of a float (`float`) or integer input.
     pub fn new(groups: usize, needs: Needs, float: bool) -> Self {
-        let v = |on: bool, x| if on { vec![x; groups] } else { vec![] };
-        Accumulators {
+        let mut acc = Accumulators {
             needs,
-            cells: vec![0; groups],
-            n: vec![0; groups],
-            fsum: v(needs.fsum, 0.0),
-            isum: if needs.isum { vec![0; groups] } else { vec![] },
-            fmin: v(needs.min_max && float, f64::NAN),
-            fmax: v(needs.min_max && float, f64::NAN),
-            imin: if needs.min_max && !float {
-                vec![i128::MAX; groups]
-            } else {
-                vec![]
-            },
-            imax: if needs.min_max && !float {
-                vec![i128::MIN; groups]
-            } else {
-                vec![]
-            },
-            nan: if needs.min_max && float {
-                vec![0; groups]
-            } else {
-                vec![]
-            },
-            mean: v(needs.moments, 0.0),
-            m2: v(needs.moments, 0.0),
-            pending: vec![],
+            ..Accumulators::default()
+        };
+        acc.reset(groups, float);
+        acc
+    }
+
+    /// Empty the accumulators and make them `groups` groups of a float (`float`) or
+    /// integer input, reusing their vectors.
+    pub fn reset(&mut self, groups: usize, float: bool) {
+        fn set<T: Copy>(v: &mut Vec<T>, groups: usize, on: bool, x: T) {
+            v.clear();
+            if on {
+                v.resize(groups, x);
+            }
         }
+        let needs = self.needs;
+        let (float_extremes, int_extremes) = (needs.min_max && float, needs.min_max && !float);
+        set(&mut self.cells, groups, true, 0);
+        set(&mut self.n, groups, true, 0);
+        set(&mut self.fsum, groups, needs.fsum, 0.0);
+        set(&mut self.isum, groups, needs.isum, 0);
+        set(&mut self.fmin, groups, float_extremes, f64::NAN);
+        set(&mut self.fmax, groups, float_extremes, f64::NAN);
+        set(&mut self.imin, groups, int_extremes, i128::MAX);
+        set(&mut self.imax, groups, int_extremes, i128::MIN);
+        set(&mut self.nan, groups, float_extremes, 0);
+        set(&mut self.mean, groups, needs.moments, 0.0);
+        set(&mut self.m2, groups, needs.moments, 0.0);
+        self.pending.clear();
     }
 
     /// Count one cell and one value in each of the groups `g..g + len` (not yet: see
@@ -175,7 +178,6 @@ impl Accumulators {
         self.cells.is_empty()
     }
 
-    /// Merge group `g` with a partial (n, mean, M2).
     /// Merge group `g` with a partial (n, mean, M2); `self.n[g]` already counts `n_b`.
     pub(super) fn merge_moments(&mut self, g: usize, n_b: u64, mean_b: f64, m2_b: f64) {
         let mut m = Moments {
@@ -198,27 +200,40 @@ impl Accumulators {
                 *a = a.wrapping_add(*b);
             }
         }
-        for g in 0..self.len() {
-            let nb = other.n[g];
-            self.cells[g] += other.cells[g];
+        self.merge_slots(other, 0..self.len(), |g| g);
+    }
+
+    /// Merge each slot `i` of `other` (settled: no deferred counts; its `mean` and `m2`
+    /// filled when `self` needs moments) into group `to(i)` of `self`.
+    pub fn merge_mapped(&mut self, other: &Accumulators, to: impl Fn(usize) -> usize) {
+        self.merge_slots(other, 0..other.len(), to)
+    }
+
+    /// Merge slots `slots` of `other` into groups `to(i)`; deferred counts aside.
+    #[inline(always)]
+    fn merge_slots(&mut self, other: &Accumulators, slots: std::ops::Range<usize>, to: impl Fn(usize) -> usize) {
+        for i in slots {
+            let g = to(i);
+            let nb = other.n[i];
+            self.cells[g] += other.cells[i];
             self.n[g] += nb;
             if self.needs.fsum {
-                self.fsum[g] += other.fsum[g];
+                self.fsum[g] += other.fsum[i];
             }
             if self.needs.isum {
-                self.isum[g] = self.isum[g].wrapping_add(other.isum[g]);
+                self.isum[g] = self.isum[g].wrapping_add(other.isum[i]);
             }
             if !self.fmin.is_empty() {
-                self.fmin[g] = fmin(self.fmin[g], other.fmin[g]);
-                self.fmax[g] = fmax(self.fmax[g], other.fmax[g]);
-                self.nan[g] |= other.nan[g];
+                self.fmin[g] = fmin(self.fmin[g], other.fmin[i]);
+                self.fmax[g] = fmax(self.fmax[g], other.fmax[i]);
+                self.nan[g] |= other.nan[i];
             }
             if !self.imin.is_empty() {
-                self.imin[g] = self.imin[g].min(other.imin[g]);
-                self.imax[g] = self.imax[g].max(other.imax[g]);
+                self.imin[g] = self.imin[g].min(other.imin[i]);
+                self.imax[g] = self.imax[g].max(other.imax[i]);
             }
             if self.needs.moments {
-                self.merge_moments(g, nb, other.mean[g], other.m2[g]);
+                self.merge_moments(g, nb, other.mean[i], other.m2[i]);
             }
         }
     }

@@ -17,9 +17,10 @@
 //! widths, totals and the block driver), `moments` (statistics states), `accumulators`
 //! (per-group slots), `wide` (sixteen-lane sums), then the kernels by shape: `run_stats`
 //! and `runs` (whole runs), `sum_and_count` (two folds of one run), `elementwise`,
-//! `weighted`.
+//! `weighted`, and `cell_block` (the same cells of many slices: a per-cell map).
 
 mod accumulators;
+mod cell_block;
 mod elem;
 mod elementwise;
 mod keep;
@@ -34,6 +35,7 @@ mod weighted;
 mod wide;
 
 pub use accumulators::{Accumulators, Needs};
+pub use cell_block::{CELL_BLOCK, Piece, cell_block_needs, fold_cell_block};
 pub use elem::{Elem, NAN_NEGATIVE, NAN_POSITIVE, fmax, fmin};
 pub use elementwise::{fold_consecutive, fold_elementwise, fold_value};
 pub use keep::{Keep, Missing, cells_counted};

@@ -1,4 +1,5 @@
 use super::accumulators::*;
+use super::cell_block::*;
 use super::elem::*;
 use super::elementwise::*;
 use super::keep::*;
@@ -277,6 +278,101 @@ fn consecutive_groups_fold_as_elementwise() {
     check(&i16s, i16s[2]);
     let u64s: Vec<u64> = (0..203).map(|_| random(&mut seed)).collect();
     check(&u64s, u64s[4]);
+}
+
+/// A cell block folded over a stack of slices gives each cell the statistics of its
+/// elements across the slices: the element-wise fold's counts, sums and extremes bit for
+/// bit, its variance state (two passes here, Welford there) within rounding; and merged
+/// into groups by a map, what folding straight into those groups gives.
+#[test]
+fn a_cell_block_folds_each_cell_over_its_slices() {
+    fn check<T: Elem + std::fmt::Debug>(vals: &[T], fill: T) {
+        let keeps = [
+            Keep::default(),
+            keep(Missing {
+                values: vec![fill],
+                nan: T::FLOAT,
+            }),
+            Keep {
+                missing: Missing {
+                    values: vec![fill],
+                    nan: false,
+                },
+                range: Some(KeyRange {
+                    lo: order_key(-3.0),
+                    hi: order_key(40.0),
+                }),
+            },
+        ];
+        let slices: Vec<&[T]> = vals.chunks_exact(41).take(5).collect();
+        let pieces = [
+            Piece {
+                slot: 0,
+                offset: 3,
+                len: 10,
+            },
+            Piece {
+                slot: 10,
+                offset: 20,
+                len: 15,
+            },
+        ];
+        // Slot `i` merges into group `to(i)`: two slots share group 2.
+        let to = |i: usize| if i == 7 { 2 } else { 30 - i };
+        for k in &keeps {
+            for needs in every_needs::<T>() {
+                let mut got = Accumulators::new(3, cell_block_needs(needs), T::FLOAT);
+                // Slots reused: a fold before leaves nothing behind.
+                fold_cell_block(&mut got, (needs, T::FLOAT, 10), &slices[1..], &pieces[..1], k);
+                fold_cell_block(&mut got, (needs, T::FLOAT, 25), &slices, &pieces, k);
+                let mut want = Accumulators::new(25, needs, T::FLOAT);
+                let mut straight = Accumulators::new(31, needs, T::FLOAT);
+                for s in &slices {
+                    for p in &pieces {
+                        let run = &s[p.offset..p.offset + p.len];
+                        fold_elementwise(&mut want, run, k, |i| p.slot + i);
+                        fold_elementwise(&mut straight, run, k, |i| to(p.slot + i));
+                    }
+                }
+                let what = format!("{needs:?} {k:?}");
+                assert_eq!(
+                    (&got.cells, &got.n, &got.isum),
+                    (&want.cells, &want.n, &want.isum),
+                    "{what}"
+                );
+                assert_eq!(
+                    format!("{:?}", (&got.fmin, &got.fmax, &got.nan)),
+                    format!("{:?}", (&want.fmin, &want.fmax, &want.nan)),
+                    "{what}"
+                );
+                assert_eq!((&got.imin, &got.imax), (&want.imin, &want.imax), "{what}");
+                if needs.fsum {
+                    assert_eq!(format!("{:?}", got.fsum), format!("{:?}", want.fsum), "{what}");
+                }
+                let near = |a: &[f64], b: &[f64]| {
+                    a.len() == b.len()
+                        && a.iter().zip(b).all(|(x, y)| {
+                            (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+                        })
+                };
+                assert!(near(&got.mean, &want.mean) && near(&got.m2, &want.m2), "{what}");
+                let mut merged = Accumulators::new(31, needs, T::FLOAT);
+                merged.merge_mapped(&got, to);
+                assert_eq!((&merged.cells, &merged.n), (&straight.cells, &straight.n), "{what}");
+                assert!(
+                    near(&merged.mean, &straight.mean) && near(&merged.m2, &straight.m2),
+                    "{what}"
+                );
+            }
+        }
+    }
+    let mut seed = 59;
+    let f32s = f32s_with_nans(&mut seed, 205);
+    check(&f32s, f32s[6]);
+    let f64s: Vec<f64> = f32s.iter().map(|&x| x as f64 * 1.25).collect();
+    check(&f64s, f64s[9]);
+    let i16s: Vec<i16> = (0..205).map(|_| random(&mut seed) as i16).collect();
+    check(&i16s, i16s[2]);
 }
 
 #[test]
