@@ -95,6 +95,16 @@ const QUERIES: &[(&str, &str)] = &[
     ),
     ("affine", "SELECT avg(v - 273.15), max(v * 1.8 - 459.67) FROM t"),
     ("non_affine", "SELECT avg(sqrt(abs(v))) FROM t"),
+    // Maps per grid cell over time (issue 59).
+    ("cell_mean", "SELECT lat, lon, avg(v) FROM t GROUP BY lat, lon"),
+    (
+        "cell_stats",
+        "SELECT lat, lon, avg(v), stddev(v), max(v) FROM t GROUP BY lat, lon",
+    ),
+    (
+        "cell_hot",
+        "SELECT lat, lon, count(*) FILTER (WHERE v > 290), min(v) FROM t GROUP BY lat, lon",
+    ),
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {

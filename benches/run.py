@@ -26,6 +26,7 @@ uses compiled with -march=native, decompressing every chunk and summing it, two 
 with decoded GB/s beside each time.
 
 Usage: python3 benches/run.py [--time 512] [--reps 5] [--out benches/RESULTS.md]
+       python3 benches/run.py --only maps [--reps 9]   (maps per grid cell, issue 59)
        python3 benches/run.py --archive [--dir DIR] [--archive-bin target/release/deps/archive-HASH]
        python3 benches/run.py --archive-mixed [--dir DIR] [--archive-bin ...]
 (`--archive`: only the section of archives, issue 57, benches/archive.rs: the cube split into
@@ -264,6 +265,95 @@ def multi(a, d, driver, tet_sql, floor_bin):
               "scan of both datasets); datafusion_hash_join: `SET tet.join_rewrite = false` (DataFusion's hash join "
               "of the two one-dataset scans, then its aggregate), on the slice only. xarray works on both arrays "
               "already in memory (`(a - b).mean`, `(a * b).weighted(cos(lat)).mean()`, `xr.corr`).", ""]
+    return lines
+
+
+MAPS_HEADING = "## Maps per grid cell (issue 59)"
+MAPS_QUERIES = ["cell_mean", "cell_stats", "cell_hot"]
+# Issue 59: each map within 1.5x of the floor.
+MAPS_TARGET = 1.5
+
+
+def maps(a, d, driver, tet_sql, floor_bin, tetf, parq):
+    """Maps per grid cell over time (`GROUP BY lat, lon`): ours and DataFusion's own plans
+    (benches/driver.rs `run`, paired with the floor), DuckDB on the Parquet table, xarray
+    and numpy in memory; ours checked against numpy."""
+    import duckdb
+    import numpy as np
+    import xarray as xr
+
+    T, LAT, LON = a.time, a.lat, a.lon
+    A = cube(T, LAT, LON)
+    sql = {
+        "cell_mean": "SELECT lat, lon, avg(v) FROM {t} GROUP BY lat, lon",
+        "cell_stats": "SELECT lat, lon, avg(v), stddev(v), max(v) FROM {t} GROUP BY lat, lon",
+        "cell_hot": "SELECT lat, lon, count(*) FILTER (WHERE v > 290), min(v) FROM {t} GROUP BY lat, lon",
+    }
+    res = {}
+    env = os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_BENCH_QUERIES": ",".join(MAPS_QUERIES),
+                        "TET_BENCH_ENGINES": "ours_rust_api,datafusion_over_our_scan,datafusion_parquet"}
+    out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True, env=env)
+    for line in out.splitlines():
+        r = json.loads(line)
+        if "engine" in r:
+            res[(r["engine"], r["query"])] = r["median_s"]
+    floor = res[("floor_native_c", "full_mean")]
+    con = duckdb.connect()
+    con.execute("SET threads = %d" % os.cpu_count())
+    pt = f"read_parquet('{parq}')"
+    for q in MAPS_QUERIES:
+        res[("duckdb_parquet", q)] = median_time(lambda: con.execute(sql[q].format(t=pt)).fetchall(), a.reps)
+    coords = {"time": np.arange(T), "lat": np.linspace(-90.0, 90.0, LAT), "lon": np.arange(LON) * 360.0 / LON}
+    X = xr.DataArray(A, dims=("time", "lat", "lon"), coords=coords)
+    xshapes = {
+        "cell_mean": lambda: X.mean("time").values,
+        "cell_stats": lambda: (X.mean("time").values, X.std("time", ddof=1).values, X.max("time").values),
+        "cell_hot": lambda: ((X > 290).sum("time").values, X.min("time").values),
+    }
+    nshapes = {
+        "cell_mean": lambda: A.mean(axis=0, dtype=np.float64),
+        "cell_stats": lambda: (A.mean(axis=0, dtype=np.float64), A.std(axis=0, ddof=1, dtype=np.float64),
+                               A.max(axis=0)),
+        "cell_hot": lambda: ((A > 290).sum(axis=0), A.min(axis=0)),
+    }
+    for q in MAPS_QUERIES:
+        res[("xarray_in_memory", q)] = median_time(xshapes[q], a.reps)
+        res[("numpy_in_memory", q)] = median_time(nshapes[q], a.reps)
+
+    # Correctness: ours (tet-sql) against numpy in f64.
+    got = subprocess.check_output([str(tet_sql), "-q", "--format", "csv", "-c",
+                                   f"CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{tetf}' "
+                                   "OPTIONS ('tet.dataset' 'temp')",
+                                   sql["cell_stats"].format(t="t") + " ORDER BY lat, lon"], text=True)
+    rows = np.array([[float(x) for x in l.split(",")] for l in got.strip().splitlines()[1:]])
+    A64 = A.astype(np.float64)
+    for k, want in ((2, A64.mean(axis=0)), (3, A64.std(axis=0, ddof=1)), (4, A64.max(axis=0))):
+        assert rows.shape[0] == LAT * LON and np.allclose(rows[:, k], want.reshape(-1), rtol=1e-9), \
+            f"cell_stats column {k} differs from numpy"
+
+    engines = ["ours_rust_api", "datafusion_over_our_scan", "datafusion_parquet", "duckdb_parquet",
+               "xarray_in_memory", "numpy_in_memory"]
+    cell = lambda e, q, f: f(res[(e, q)]) if (e, q) in res else "n/a"
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    lines = [MAPS_HEADING, "",
+             f"`python3 benches/run.py {invocation()}` at {rev or '?'}, {time.strftime('%Y-%m-%d')}: the benchmark "
+             f"cube f32 [{T}, {LAT}, {LON}] (one raw chunk per time step), {LAT * LON} groups of {T} values. Native "
+             f"floor (benches/floor.c), same run: **{floor:.4f} s**. Median of {a.reps} runs; ours paired with a "
+             "floor pass before each run (the median of the per-run ratios). Ours agree with numpy in f64 "
+             "(mean, sample standard deviation, max per cell; relative 1e-9).", "", "Queries:", ""]
+    lines += [f"- `{q}`: `{sql[q].format(t='t')}`" for q in MAPS_QUERIES]
+    lines += ["", "| engine | " + " | ".join(MAPS_QUERIES) + " |", "| --- | " + " | ".join("---" for _ in MAPS_QUERIES) + " |"]
+    for e in engines:
+        lines.append(f"| {e} | " + " | ".join(cell(e, q, lambda v: f"{v:.4f}") for q in MAPS_QUERIES) + " |")
+    lines += ["", "Time / native floor:", "", "| engine | " + " | ".join(MAPS_QUERIES) + " |",
+              "| --- | " + " | ".join("---" for _ in MAPS_QUERIES) + " |",
+              "| target | " + " | ".join(f"<= {MAPS_TARGET}" for _ in MAPS_QUERIES) + " |",
+              "| ours_rust_api, paired | " + " | ".join(
+                  cell("ours_rust_api_per_paired_floor", q, lambda v: f"**{v:.2f}**") for q in MAPS_QUERIES) + " |"]
+    for e in engines:
+        lines.append(f"| {e} | " + " | ".join(cell(e, q, lambda v: f"{v / floor:.2f}") for q in MAPS_QUERIES) + " |")
+    lines += ["", "datafusion_over_our_scan: `SET tet.aggregate_pushdown = false`. xarray and numpy work on the "
+              "array in memory (numpy's means and deviations in f64).", ""]
     return lines
 
 
@@ -646,7 +736,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--dir", default=str(ROOT / "target" / "bench"))
     ap.add_argument("--out", default=str(ROOT / "benches" / "RESULTS.md"))
-    ap.add_argument("--only", choices=["multi"], help="run only the section of two variables and replace it in --out")
+    ap.add_argument("--only", choices=["multi", "maps"],
+                    help="run only the section of two variables, or of maps per cell, and replace it in --out")
     ap.add_argument("--archive", action="store_true",
                     help="run only the section of archives (issue 57) and replace it in --out")
     ap.add_argument("--archive-mixed", action="store_true",
@@ -699,6 +790,21 @@ def main():
         Path(a.out).write_text((keep + "\n\n" if keep else "") + "\n".join(section))
         print("\n".join(section))
         return
+    if a.only == "maps":
+        if not tetf.exists() or not parq.exists():
+            arr = cube(T, LAT, LON)
+            arr.tofile(raw)
+            subprocess.check_call(driver + ["write-tet", str(raw), str(tetf), str(T), str(LAT), str(LON)])
+            raw.unlink()
+            write_parquet(parq, {"v": arr})
+        for p in (tetf, parq):
+            with open(p, "rb") as f:
+                while f.read(64 << 20):
+                    pass
+        section = maps(a, d, driver, tet_sql, floor_bin, tetf, parq)
+        replace_section(a.out, MAPS_HEADING, section)
+        print("\n".join(section))
+        return
     arr = cube(T, LAT, LON)
     for path, codec in ((tetf, "raw"), (tetz, "zstd")):
         if not path.exists():
@@ -731,7 +837,8 @@ def main():
     results = {}  # (engine, query) -> seconds
 
     out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True,
-                                  env=os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_SQL_BIN": str(tet_sql)})
+                                  env=os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_SQL_BIN": str(tet_sql),
+                                                    "TET_BENCH_QUERIES": ",".join(QUERIES)})
     simd = "?"
     for line in out.splitlines():
         r = json.loads(line)
@@ -745,7 +852,8 @@ def main():
     for isa in ["portable", "avx512"]:
         out = subprocess.check_output(driver + ["run", str(tetf), str(parq), str(a.reps)], text=True,
                                       env=os.environ | {"TET_FLOOR_BIN": str(floor_bin), "TET_SIMD": isa,
-                                                        "TET_BENCH_ENGINES": "ours_rust_api"})
+                                                        "TET_BENCH_ENGINES": "ours_rust_api",
+                                                        "TET_BENCH_QUERIES": ",".join(QUERIES)})
         for line in out.splitlines():
             r = json.loads(line)
             if r.get("engine") in ("ours_rust_api", "ours_rust_api_per_paired_floor"):
