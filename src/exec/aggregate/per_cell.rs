@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// Slices folded into a cell block's slots before they merge into the groups: a stack
 /// holds tasks until it has this many (a tile of many time steps may bring more at once)
 /// or [`STACK_BYTES`] of tiles. Each merge of a slot costs about as much as folding tens of
-/// elements into it (a stack of 32 spent a third of a map's time merging).
+/// elements into it, so fewer, larger stacks (benches/RESULTS.md, maps per grid cell).
 const STACK_SLICES: usize = 128;
 
 /// Bytes of tiles a stack holds at most: decoded and fetched tiles stay reserved in the

@@ -12,7 +12,7 @@ use super::simd::multiversion;
 
 /// Cells of one cell block of a per-cell fold: its slots (about 50 bytes each with the
 /// sum, count and extremes) stay within a core's L2, and each slice gives it 32 KiB of f32
-/// in one piece (2048 cells measured the same on the benchmark's maps).
+/// in one piece (the sizes tried: benches/RESULTS.md, maps per grid cell).
 pub const CELL_BLOCK: usize = 8192;
 
 /// A stretch of a cell block's cells in each slice: `len` elements from `offset` in the
