@@ -17,7 +17,8 @@
 //! widths, totals and the block driver), `moments` (statistics states), `accumulators`
 //! (per-group slots), `wide` (sixteen-lane sums), then the kernels by shape: `run_stats`
 //! and `runs` (whole runs), `sum_and_count` (two folds of one run), `elementwise`,
-//! `weighted`, and `cell_block` (the same cells of many slices: a per-cell map).
+//! `weighted`, `cell_block` (the same cells of many slices: a per-cell map), and
+//! `order_stats` (groups' values gathered, and the ranks of medians and percentiles).
 
 mod accumulators;
 mod cell_block;
@@ -26,6 +27,7 @@ mod elementwise;
 mod keep;
 mod lanes;
 mod moments;
+mod order_stats;
 mod rows;
 mod run_stats;
 mod runs;
@@ -40,6 +42,7 @@ pub use elem::{Elem, NAN_NEGATIVE, NAN_POSITIVE, fmax, fmin};
 pub use elementwise::{fold_consecutive, fold_elementwise, fold_value};
 pub use keep::{Keep, Missing, cells_counted};
 pub use moments::{CoMoment, Moments};
+pub use order_stats::{GroupValues, OrderStat, Ordered, Statistic, order_stat};
 pub use rows::Rows;
 pub use runs::{fold_rows, fold_run};
 pub use sum_and_count::fold_run_sum_and_count;
