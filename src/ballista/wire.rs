@@ -39,8 +39,9 @@ use std::sync::Arc;
 /// The first bytes of everything we encode.
 pub const MAGIC: &[u8; 3] = b"TET";
 /// The version of [`TetNode`] this build writes and reads. (9: a table over an archive
-/// carries its files, [`FileRef::members`], and its task ids count across them.)
-pub const WIRE_VERSION: u32 = 9;
+/// carries its files, [`FileRef::members`], and its task ids count across them; 10: an
+/// aggregate carries the percentile of `percentile_cont`.)
+pub const WIRE_VERSION: u32 = 10;
 
 /// One of our plan pieces.
 #[derive(Clone, PartialEq, Message)]
@@ -170,6 +171,9 @@ pub struct AggSpecNode {
     /// The second input of a function of two (`corr(expr, expr_y)`).
     #[prost(message, optional, tag = "7")]
     pub expr_y: Option<LogicalExprNode>,
+    /// The percentile of `percentile_cont`, in ascending order.
+    #[prost(double, optional, tag = "8")]
+    pub percentile: Option<f64>,
 }
 
 /// A group key: axis `axis`, or an expression of it.
@@ -507,6 +511,7 @@ fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {
                     filter: s.filter.as_ref().map(expr_node).transpose()?,
                     scale: affine.map(|m| m.scale),
                     offset: affine.map(|m| m.offset),
+                    percentile: s.percentile,
                 })
             })
             .collect::<Result<_>>()?,
@@ -552,6 +557,7 @@ fn aggregation_of(n: Option<AggregationNode>, table: &TableModel, ctx: &TaskCont
                 input_type: type_of(a.input_type.as_ref())?,
                 input,
                 filter: a.filter.as_ref().map(|e| expr_of(e, ctx)).transpose()?,
+                percentile: a.percentile,
             })
         })
         .collect::<Result<Vec<_>>>()?;

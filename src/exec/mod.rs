@@ -22,6 +22,7 @@ mod tile;
 mod walk;
 
 pub use aggregate::TetAggregateExec;
+pub(crate) use aggregate::order_program;
 pub use feed::ChunkFeed;
 pub(crate) use program::weighted_program;
 pub use scan::TetScanExec;

@@ -48,11 +48,16 @@ pub enum AggFunc {
     RegrSxx,
     RegrSyy,
     RegrSxy,
+    /// `median(x)`: exact, of the values gathered per group.
+    Median,
+    /// `percentile_cont(p) WITHIN GROUP (ORDER BY x)`, `percentile_cont(x, p)`: exact, of
+    /// the values gathered per group ([`AggSpec::percentile`]).
+    PercentileCont,
 }
 
 impl AggFunc {
     /// Every function.
-    pub const ALL: [AggFunc; 21] = [
+    pub const ALL: [AggFunc; 23] = [
         AggFunc::CountStar,
         AggFunc::Count,
         AggFunc::Sum,
@@ -74,6 +79,8 @@ impl AggFunc {
         AggFunc::RegrSxx,
         AggFunc::RegrSyy,
         AggFunc::RegrSxy,
+        AggFunc::Median,
+        AggFunc::PercentileCont,
     ];
 
     /// SQL name.
@@ -100,6 +107,8 @@ impl AggFunc {
             AggFunc::RegrSxx => "regr_sxx",
             AggFunc::RegrSyy => "regr_syy",
             AggFunc::RegrSxy => "regr_sxy",
+            AggFunc::Median => "median",
+            AggFunc::PercentileCont => "percentile_cont",
         }
     }
 
@@ -125,6 +134,12 @@ impl AggFunc {
                 | AggFunc::RegrSyy
                 | AggFunc::RegrSxy
         )
+    }
+
+    /// True for the exact order statistics, which gather each group's values and have no
+    /// partial state: they fold only into [`AggregateOutput::Values`].
+    pub fn is_order_statistic(self) -> bool {
+        matches!(self, AggFunc::Median | AggFunc::PercentileCont)
     }
 
     /// True for the variance family, whose partial state is (count, mean, M2).
@@ -236,6 +251,10 @@ pub struct AggSpec {
     pub input: AggInput,
     /// `FILTER (WHERE …)`: an expression of `v` and axis columns.
     pub filter: Option<Expr>,
+    /// The percentile of [`AggFunc::PercentileCont`] in ascending order, in `[0, 1]`
+    /// (`1 - p` for `p` of a descending order, as DataFusion computes it); `None` for the
+    /// other functions.
+    pub percentile: Option<f64>,
 }
 
 impl AggSpec {
@@ -248,6 +267,7 @@ impl AggSpec {
             AggFunc::Avg => vec![(State::Count, DataType::Int64), (State::Sum, DataType::Float64)],
             AggFunc::Min => vec![(State::Min, self.input_type.clone())],
             AggFunc::Max => vec![(State::Max, self.input_type.clone())],
+            f if f.is_order_statistic() => vec![],
             f if f.is_comoment() => vec![
                 (State::Count, DataType::UInt64),
                 (State::Mean, DataType::Float64),
@@ -265,13 +285,13 @@ impl AggSpec {
     }
 
     /// The type of the aggregate's value as [`AggregateOutput::Values`] emits it: counts
-    /// Int64, sums of the sum type, extremes of the input type, the rest Float64 (the
-    /// types DataFusion's own functions return).
+    /// Int64, sums of the sum type, extremes and order statistics of the input type, the
+    /// rest Float64 (the types DataFusion's own functions return).
     pub fn value_type(&self) -> DataType {
         match self.func {
             AggFunc::CountStar | AggFunc::Count => DataType::Int64,
             AggFunc::Sum => sum_type(&self.input_type),
-            AggFunc::Min | AggFunc::Max => self.input_type.clone(),
+            AggFunc::Min | AggFunc::Max | AggFunc::Median | AggFunc::PercentileCont => self.input_type.clone(),
             _ => DataType::Float64,
         }
     }
@@ -283,6 +303,7 @@ impl AggSpec {
             input_type,
             input: AggInput::Value { affine: None },
             filter: None,
+            percentile: None,
         }
     }
 
@@ -393,6 +414,12 @@ impl Aggregation {
         Arc::new(Schema::new(fields))
     }
 
+    /// True when an aggregate is an order statistic ([`AggFunc::is_order_statistic`]):
+    /// the aggregation then folds only into [`AggregateOutput::Values`].
+    pub fn has_order_statistics(&self) -> bool {
+        self.aggs.iter().any(|a| a.func.is_order_statistic())
+    }
+
     /// Whether [`AggregateOutput::Values`] may fold this aggregation over `table`: its
     /// grouped axes span at most [`SPLIT_GROUPS_ABOVE`] slots whatever is selected, so
     /// partitions are never split along them and each holds every group.
@@ -484,7 +511,14 @@ impl Aggregation {
                 AggInput::Expr(e) => foldable(e) && is_numeric(&a.input_type) && !a.func.is_comoment(),
                 AggInput::Pair(x, y) => foldable(x) && foldable(y) && a.func.is_comoment(),
             };
-            if !ok || !a.filter.as_ref().is_none_or(foldable) {
+            // An order statistic gathers a float expression; its percentile is in [0, 1].
+            let order_ok = match a.func {
+                AggFunc::PercentileCont => a.percentile.is_some_and(|p| (0.0..=1.0).contains(&p)),
+                _ => a.percentile.is_none(),
+            } && (!a.func.is_order_statistic()
+                || (matches!(a.input, AggInput::Expr(_))
+                    && matches!(a.input_type, DataType::Float32 | DataType::Float64)));
+            if !ok || !order_ok || !a.filter.as_ref().is_none_or(foldable) {
                 return Err(format!(
                     "{} over {} is not an aggregate of {v_type} or the axes",
                     a.func.name(),

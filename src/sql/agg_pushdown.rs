@@ -164,6 +164,10 @@ fn fold_by_storage_class(
         else {
             return Ok(None);
         };
+        if aggregation.has_order_statistics() {
+            // Order statistics have no partial states to merge across classes.
+            return Ok(None);
+        }
         let states = aggregation.schema(AggregateOutput::States);
         if folded
             .as_ref()
@@ -268,6 +272,8 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
         };
         let output = match merge_in_scan && aggregation.fits_one_output(table) {
             true => AggregateOutput::Values,
+            // Order statistics have no partial states: DataFusion's own plan merges them.
+            false if aggregation.has_order_statistics() => return Ok(None),
             false => AggregateOutput::States,
         };
         let folded = TetAggregateTable::new(table.clone(), filters, aggregation.clone(), output);
@@ -369,6 +375,9 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
                 ];
                 merge_exprs.push(udaf.call(states.map(a).to_vec()).alias(m("co")));
                 r("co")
+            }
+            f if f.is_order_statistic() => {
+                return internal_err!("no merge of the partial states of {}", f.name());
             }
             f => {
                 let kind = match f {

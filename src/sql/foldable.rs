@@ -3,15 +3,15 @@
 //! [`Aggregation`] (group keys of one axis each, aggregates, a row filter) when the fold
 //! holds its groups.
 
-use crate::exec::weighted_program;
+use crate::exec::{order_program, weighted_program};
 use crate::plan::{
     AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, TableModel, affine_of, expr_columns,
-    is_numeric, value_input, weighted_input,
+    is_numeric, value_input, value_ranges, weighted_input,
 };
 use arrow::datatypes::DataType;
 use datafusion::common::DFSchema;
-use datafusion::common::Result;
-use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunction, AggregateFunctionParams};
 use datafusion::logical_expr::{Expr, ExprSchemable};
 
 /// Strip column qualifiers: the pushdown's expressions are over the table's own columns.
@@ -23,6 +23,9 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
     let Expr::AggregateFunction(AggregateFunction { func, params }) = e.clone().unalias_nested().data else {
         return None;
     };
+    if let Some(spec) = order_statistic(func.name(), &params, table, schema) {
+        return spec;
+    }
     if params.distinct || !params.order_by.is_empty() || params.null_treatment.is_some() {
         return None;
     }
@@ -54,6 +57,7 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
             input_type: DataType::Float64,
             input: AggInput::Pair(x, y),
             filter,
+            percentile: None,
         });
     }
     let [arg] = params.args.as_slice() else { return None };
@@ -118,7 +122,59 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
         input_type,
         input,
         filter,
+        percentile: None,
     })
+}
+
+/// `median(x)`, or `percentile_cont(x, p)` (`percentile_cont(p) WITHIN GROUP (ORDER BY x
+/// [DESC])`) of a constant `p` in `[0, 1]`: `None` when `name` is neither; `Some(None)`
+/// when the fold does not gather `x` (it does when `x` compiles to a float of its type,
+/// `FILTER` is ranges of stored values, and under one `x` cannot fail).
+fn order_statistic(
+    name: &str,
+    params: &AggregateFunctionParams,
+    table: &TableModel,
+    schema: &DFSchema,
+) -> Option<Option<AggSpec>> {
+    let (func, arg, percentile) = match (name, params.args.as_slice()) {
+        ("median", [x]) => (AggFunc::Median, x, None),
+        ("percentile_cont", [x, p]) => (AggFunc::PercentileCont, x, Some(p)),
+        _ => return None,
+    };
+    let spec = || {
+        // WITHIN GROUP's one ordering gives percentile_cont its direction.
+        let orderings = usize::from(func == AggFunc::PercentileCont);
+        if params.distinct || params.null_treatment.is_some() || params.order_by.len() > orderings {
+            return None;
+        }
+        let percentile = match percentile {
+            None => None,
+            Some(Expr::Literal(ScalarValue::Float64(Some(p)), _)) if (0.0..=1.0).contains(p) => {
+                let descending = params.order_by.first().is_some_and(|s| !s.asc);
+                Some(if descending { 1.0 - p } else { *p })
+            }
+            Some(_) => return None,
+        };
+        let input_type = arg.get_type(schema).ok()?;
+        let e = unqualified(arg);
+        let filter = match &params.filter {
+            Some(f) => {
+                let f = unqualified(f);
+                value_ranges(table, &f)?;
+                Some(f)
+            }
+            None => None,
+        };
+        order_program(table, &e, &input_type, filter.is_some())?;
+        Some(AggSpec {
+            func,
+            input_type,
+            input: AggInput::Expr(e),
+            filter,
+            percentile,
+        })
+    };
+    Some(spec())
 }
 
 /// The aggregation of `aggr_expr` grouped by `group_expr` over the rows of `table` where
@@ -176,6 +232,12 @@ pub(super) fn aggregation_of(
     };
     // A bare count(*) is answered by DataFusion from the scan's exact statistics.
     if groups.is_empty() && filter.is_none() && aggs.iter().all(|a| a.func == AggFunc::CountStar && a.filter.is_none())
+    {
+        return Ok(None);
+    }
+    // The values an order statistic gathers are kept by ranges of stored values.
+    if aggs.iter().any(|a| a.func.is_order_statistic())
+        && filter.as_ref().is_some_and(|f| value_ranges(table, f).is_none())
     {
         return Ok(None);
     }

@@ -26,6 +26,7 @@ mod local_files;
 mod maps;
 mod memory;
 mod multi;
+mod order_stats;
 mod remote;
 mod servers;
 mod sql_concurrency;

@@ -2,7 +2,7 @@ use super::fold_plan::{FoldPlan, Input, Slot};
 use crate::exec::kernel::{Accumulators, CoMoment, Moments, NAN_NEGATIVE, NAN_POSITIVE};
 use crate::exec::walk::GroupIndex;
 use crate::plan::{Affine, AggFunc, AggInput, AggregateOutput, Aggregation, State, StateColumn, TableModel};
-use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, RecordBatchOptions, UInt64Array};
 use arrow::datatypes::{DataType, Float64Type, SchemaRef, UInt64Type};
 use datafusion::common::{Result, internal_err};
 use datafusion::error::DataFusionError;
@@ -20,11 +20,21 @@ impl Emit<'_> {
     /// Each aggregate's value from its partial states (`states`, as [`Emit::states`]
     /// makes them), as DataFusion's merge of them would finish: counts and sums as they
     /// are, a mean as the sum over the count, the variance family and the co-moment
-    /// functions by [`Moments::finish`] and [`CoMoment::finish`].
-    pub(super) fn values(&self, states: &RecordBatch, schema: SchemaRef) -> Result<RecordBatch> {
+    /// functions by [`Moments::finish`] and [`CoMoment::finish`]; an order statistic's
+    /// values are `order[i]`, selected from the values its groups gathered.
+    pub(super) fn values(
+        &self,
+        states: &RecordBatch,
+        mut order: Vec<Option<ArrayRef>>,
+        schema: SchemaRef,
+    ) -> Result<RecordBatch> {
         let keys = self.aggregation.groups.len();
         let mut cols: Vec<ArrayRef> = states.columns()[..keys].to_vec();
         for (i, spec) in self.aggregation.aggs.iter().enumerate() {
+            if let Some(values) = order.get_mut(i).and_then(Option::take) {
+                cols.push(arrow::compute::cast(&values, &spec.value_type())?);
+                continue;
+            }
             let state = |s: State| -> Result<&ArrayRef> {
                 let name = self.aggregation.state_name(i, s);
                 states
@@ -61,6 +71,9 @@ impl Emit<'_> {
                         m.finish(f)
                     })))
                 }
+                f if f.is_order_statistic() => {
+                    return internal_err!("TetAggregateExec: {} without its values", f.name());
+                }
                 f => {
                     let n = u64s(State::Count)?;
                     let n = n.as_primitive::<UInt64Type>();
@@ -79,26 +92,34 @@ impl Emit<'_> {
         Ok(RecordBatch::try_new(schema, cols)?)
     }
 
-    /// The keys and partial states of the groups a row folded into, or of `every_group`.
+    /// The groups a row folded into, or `every_group`.
+    pub(super) fn touched(&self, accs: &[Accumulators], every_group: bool) -> Vec<usize> {
+        let rows = &accs[self.fold.rows];
+        (0..rows.len()).filter(|&g| every_group || rows.cells[g] > 0).collect()
+    }
+
+    /// The keys and partial states of the `touched` groups ([`Self::touched`]).
     pub(super) fn states(
         &self,
         accs: &[Accumulators],
         pairs: &[Vec<CoMoment>],
         gi: &GroupIndex,
-        every_group: bool,
+        touched: &[usize],
     ) -> Result<RecordBatch> {
-        let rows = &accs[self.fold.rows];
-        let touched: Vec<usize> = (0..rows.len()).filter(|&g| every_group || rows.cells[g] > 0).collect();
-        let mut cols = gi.key_columns(&touched)?;
+        let mut cols = gi.key_columns(touched)?;
         for column in self.aggregation.state_columns() {
             cols.push(match self.fold.of_agg[column.agg] {
-                Slot::Input(i) => self.state_array(&column, &self.fold.inputs[i], &accs[i], &touched)?,
-                Slot::Pair(j) => comoment_array(column.state, &pairs[j], &touched)?,
+                Slot::Input(i) => self.state_array(&column, &self.fold.inputs[i], &accs[i], touched)?,
+                Slot::Pair(j) => comoment_array(column.state, &pairs[j], touched)?,
+                Slot::Order(_) => return internal_err!("TetAggregateExec: a partial state of an order statistic"),
             });
         }
-        Ok(RecordBatch::try_new(
+        // Order statistics have no states: without keys, the batch may have no column.
+        let rows = RecordBatchOptions::new().with_row_count(Some(touched.len()));
+        Ok(RecordBatch::try_new_with_options(
             self.aggregation.schema(AggregateOutput::States),
             cols,
+            &rows,
         )?)
     }
 

@@ -1,3 +1,4 @@
+use super::order_values::order_program;
 use crate::exec::kernel::Needs;
 use crate::exec::program::{Program, weighted_program};
 use crate::exec::tile::TileExprs;
@@ -8,7 +9,7 @@ use crate::plan::{
 };
 use arrow::datatypes::DataType;
 use datafusion::common::Column;
-use datafusion::common::Result;
+use datafusion::common::{Result, internal_err};
 use datafusion::logical_expr::{Expr, cast};
 use std::collections::BTreeSet;
 
@@ -129,6 +130,8 @@ pub(super) struct FoldPlan {
     /// Two inputs over the stored values of one float dataset folded in one pass
     /// ([`fold_run_sum_and_count`](crate::exec::kernel::fold_run_sum_and_count)): (sums without a range, counts within one).
     pub(super) sum_and_count: Option<(usize, usize)>,
+    /// The inputs of order statistics, whose values each group gathers.
+    pub(super) order_inputs: Vec<OrderInput>,
 }
 
 impl FoldPlan {
@@ -143,6 +146,16 @@ impl FoldPlan {
 pub(super) enum Slot {
     Input(usize),
     Pair(usize),
+    /// The values an order statistic selects from (index into [`FoldPlan::order_inputs`]).
+    Order(usize),
+}
+
+/// What an order statistic gathers per group: program `program` (index into
+/// [`FoldPlan::programs`]) over the cells `ranges` keep.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct OrderInput {
+    pub(super) program: usize,
+    pub(super) ranges: ValueRanges,
 }
 
 /// Two inputs folded as co-moments.
@@ -251,12 +264,33 @@ impl FoldPlan {
             None => add(evaluated(None, &None, None)),
         };
         let mut of_agg = Vec::new();
+        let mut order_inputs: Vec<OrderInput> = Vec::new();
         let mut weights: Vec<(usize, Expr)> = Vec::new();
         let mut weight_index = |axis: usize, e: Expr| intern(&mut weights, (axis, e));
         let packing = table.value().packing.map(Affine::from);
         for (a, pair) in aggregation.aggs.iter().zip(&pair_of) {
             if let Some(j) = pair {
                 of_agg.push(Slot::Pair(*j));
+                continue;
+            }
+            if a.func.is_order_statistic() {
+                // The rewrite took the aggregate only when its input compiles and its
+                // filters are ranges (`sql::foldable`).
+                let program = match &a.input {
+                    AggInput::Expr(e) => order_program(table, e, &a.input_type, a.filter.is_some()),
+                    _ => None,
+                };
+                let (Some(program), Some(ranges)) = (program, combined(&a.filter)) else {
+                    return internal_err!(
+                        "TetAggregateExec: {} of an input the fold does not gather",
+                        a.func.name()
+                    );
+                };
+                let input = OrderInput {
+                    program: program_index(program),
+                    ranges,
+                };
+                of_agg.push(Slot::Order(intern(&mut order_inputs, input)));
                 continue;
             }
             let plain = matches!(a.input, AggInput::Value { .. }) || a.func == AggFunc::CountStar;
@@ -366,7 +400,13 @@ impl FoldPlan {
                 PairInput::Compiled { ranges, .. } => Some(ranges),
                 PairInput::Evaluated { .. } => None,
             });
-            for r in inputs.iter().filter_map(|i| i.kind.ranges()).chain(compiled) {
+            let gathered = order_inputs.iter().map(|o| &o.ranges);
+            for r in inputs
+                .iter()
+                .filter_map(|i| i.kind.ranges())
+                .chain(compiled)
+                .chain(gathered)
+            {
                 if !r.is_empty() && !aligned_filters.contains(r) {
                     aligned_filters.push(r.clone());
                     aligned_columns.extend(r.columns());
@@ -392,6 +432,7 @@ impl FoldPlan {
             _ => None,
         };
         Ok(FoldPlan {
+            order_inputs,
             sum_and_count,
             aligned_columns,
             aligned_filters,

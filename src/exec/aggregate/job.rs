@@ -1,5 +1,7 @@
 use super::emit::Emit;
 use super::fold_plan::FoldPlan;
+use super::fold_plan::Slot;
+use super::order_values::{GatheredValues, order_arrays, order_stat_of};
 use super::partition_fold::PartitionFold;
 use crate::exec::feed::ChunkFeed;
 use crate::exec::feed::payload::{Payload, PayloadMetrics, PayloadRead, payload_stream};
@@ -9,7 +11,7 @@ use crate::exec::metrics::{AggregateMetrics, Stopwatch};
 use crate::exec::walk::{AxisValues, GroupIndex};
 use crate::io::FetchOptions;
 use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{Result, internal_err};
@@ -33,8 +35,11 @@ pub(super) struct Groups {
 pub(super) struct Folded {
     pub(super) accs: Vec<Accumulators>,
     pub(super) pairs: Vec<Vec<CoMoment>>,
+    /// The values gathered per group for each order statistic's input.
+    pub(super) order: Vec<GatheredValues>,
     pub(super) metrics: AggregateMetrics,
-    pub(super) _reservation: MemoryReservation,
+    /// What the partition reserved for its accumulators and gathered values.
+    pub(super) reservation: MemoryReservation,
 }
 
 /// Everything a partition's fold needs, cloned into the tasks that run it.
@@ -94,12 +99,13 @@ impl FoldJob {
             },
         };
         let payloads = payload_stream(read, tasks, tiles);
-        let (accs, pairs) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
+        let (accs, pairs, order) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
         Ok(Folded {
             accs,
             pairs,
+            order,
             metrics,
-            _reservation: reservation,
+            reservation,
         })
     }
 
@@ -117,7 +123,7 @@ impl FoldJob {
             }
         };
         let n = self.feed.partition_count();
-        let mut folded = Vec::with_capacity(n);
+        let mut folded: Vec<Folded> = Vec::with_capacity(n);
         if n == 1 {
             folded.push(partition(0).await?);
         } else {
@@ -130,10 +136,15 @@ impl FoldJob {
                 );
             }
         }
+        // Order statistics select from the values of every partition at once; each
+        // partition's reservation stays held (in `held`) as long as its values.
+        let mut held = Vec::with_capacity(n);
+        let mut gathered: Vec<Vec<GatheredValues>> = Vec::with_capacity(n);
         let mut parts = folded.into_iter();
         let Some(mut all) = parts.next() else {
             return internal_err!("TetAggregateExec: a feed of no partitions");
         };
+        gathered.push(std::mem::take(&mut all.order));
         for part in parts {
             for (a, b) in all.accs.iter_mut().zip(&part.accs) {
                 a.merge(b);
@@ -141,15 +152,57 @@ impl FoldJob {
             for (a, b) in all.pairs.iter_mut().zip(&part.pairs) {
                 a.iter_mut().zip(b).for_each(|(a, b)| a.merge(*b));
             }
+            gathered.push(part.order);
+            held.push(part.reservation);
         }
         all.accs.iter_mut().for_each(Accumulators::settle);
         let _t = all.metrics.baseline.elapsed_compute().timer();
         // Without keys, SQL's aggregate has one row even over no cells.
         let every_group = self.aggregation.groups.is_empty();
-        let states = self.emit().states(&all.accs, &all.pairs, &groups.index, every_group)?;
-        let batch = self.emit().values(&states, schema)?;
+        let touched = self.emit().touched(&all.accs, every_group);
+        let states = self.emit().states(&all.accs, &all.pairs, &groups.index, &touched)?;
+        let order = self.order_values(&gathered, &touched, &context)?;
+        drop(gathered);
+        drop(held);
+        let batch = self.emit().values(&states, order, schema)?;
         all.metrics.baseline.record_output(batch.num_rows());
         Ok(batch)
+    }
+
+    /// Each aggregate's value over the `touched` groups when it is an order statistic,
+    /// selected from the values of every partition (`parts`, per partition one per order
+    /// input); `None` for the other aggregates. The keys of the largest group are
+    /// reserved in the session's pool while selected.
+    fn order_values(
+        &self,
+        parts: &[Vec<GatheredValues>],
+        touched: &[usize],
+        context: &TaskContext,
+    ) -> Result<Vec<Option<ArrayRef>>> {
+        let aggs = &self.aggregation.aggs;
+        let mut out: Vec<Option<ArrayRef>> = vec![None; aggs.len()];
+        let scratch = MemoryConsumer::new("TetAggregateExec order statistics").register(context.memory_pool());
+        for (k, input) in self.fold.order_inputs.iter().enumerate() {
+            let asking: Vec<usize> = (0..aggs.len())
+                .filter(|&a| matches!(self.fold.of_agg[a], Slot::Order(j) if j == k))
+                .collect();
+            let stats = asking
+                .iter()
+                .map(|&a| order_stat_of(&aggs[a]))
+                .collect::<Result<Vec<_>>>()?;
+            let values: Vec<&GatheredValues> = parts.iter().map(|p| &p[k]).collect();
+            let arrays = order_arrays(&values, &self.fold.programs[input.program], &stats, touched, |bytes| {
+                scratch.try_resize(bytes).map_err(|e| {
+                    exhausted(e, || {
+                        format!("the {bytes} bytes of keys of a median or percentile's largest group")
+                    })
+                })
+            })?;
+            for (a, array) in asking.into_iter().zip(arrays) {
+                out[a] = Some(array);
+            }
+        }
+        Ok(out)
     }
 
     /// Fold `payloads` into accumulators over `groups`.
@@ -159,7 +212,7 @@ impl FoldJob {
         groups: &Groups,
         metrics: &AggregateMetrics,
         reservation: &mut MemoryReservation,
-    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>)> {
+    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>, Vec<GatheredValues>)> {
         let table = &self.table;
         let (gi, weights) = (&groups.index, &groups.weights);
         // The session's memory pool holds what the fold keeps per group and position
@@ -189,8 +242,10 @@ impl FoldJob {
             let _fold = Stopwatch::start(&metrics.fold_timers);
             folding.finish(reservation);
         }
-        let PartitionFold { mut accs, pairs, .. } = folding;
+        let PartitionFold {
+            mut accs, pairs, order, ..
+        } = folding;
         accs.iter_mut().for_each(Accumulators::settle);
-        Ok((accs, pairs))
+        Ok((accs, pairs, order))
     }
 }

@@ -47,6 +47,7 @@ mod emit;
 mod evaluated;
 mod fold_plan;
 mod job;
+mod order_values;
 mod partition_fold;
 mod per_cell;
 mod stored;
@@ -55,6 +56,7 @@ mod weighted;
 
 use fold_plan::FoldPlan;
 use job::FoldJob;
+pub(crate) use order_values::order_program;
 
 /// Grouped aggregation over the selected chunks of a table (one dataset, or several on
 /// one grid).
@@ -182,7 +184,10 @@ impl TetAggregateExec {
                         // `+ 0.0` shows the offset -0.0 of a map without one as 0.
                         format!("{}(v * {} + {})", f.name(), m.scale, m.offset + 0.0)
                     }
-                    (AggInput::Expr(e), f) => format!("{}({e})", f.name()),
+                    (AggInput::Expr(e), f) => match a.percentile {
+                        Some(p) => format!("{}({e}, {p})", f.name()),
+                        None => format!("{}({e})", f.name()),
+                    },
                     (AggInput::Pair(x, y), f) => format!("{}({x}, {y})", f.name()),
                 };
                 match &a.filter {
@@ -240,6 +245,9 @@ impl ExecutionPlan for TetAggregateExec {
         };
         let schema = self.schema.clone();
         let stream = match self.output {
+            AggregateOutput::States if self.aggregation.has_order_statistics() => {
+                return internal_err!("TetAggregateExec: order statistics fold only into values, not partial states");
+            }
             AggregateOutput::States => futures::stream::once(Box::pin(async move {
                 // Group keys and weights over the stretch this partition's chunks cover: a
                 // partition of a fold split along its grouped axes holds only its own groups.
@@ -251,7 +259,10 @@ impl ExecutionPlan for TetAggregateExec {
                 let groups = Arc::new(job.groups(&selection)?);
                 let folded = job.fold_partition(partition, tasks, &groups, context).await?;
                 let _t = folded.metrics.baseline.elapsed_compute().timer();
-                let batch = job.emit().states(&folded.accs, &folded.pairs, &groups.index, false)?;
+                let touched = job.emit().touched(&folded.accs, false);
+                let batch = job
+                    .emit()
+                    .states(&folded.accs, &folded.pairs, &groups.index, &touched)?;
                 folded.metrics.baseline.record_output(batch.num_rows());
                 Ok(batch)
             }))

@@ -1,15 +1,17 @@
 //! [`PartitionFold`]: the accumulators of one partition's fold, and the body that folds
 //! each of its tasks into them: the inputs over stored values, compiled programs, weights
-//! and pairs, slab by slab, then the evaluated ones.
+//! and pairs, slab by slab, then the evaluated ones; the values order statistics gather.
 
 use super::cell_kernels::{PairKernel, ProgramKernel, RowKernel, WeightedProgramKernel};
 use super::cell_walk::{CellWalk, TaskCells};
 use super::evaluated;
 use super::fold_plan::{FoldPlan, Input, InputKind, PairInput, SLAB_CELLS};
+use super::order_values::{GatherKernel, GatheredValues};
 use super::per_cell::PerCellFold;
 use super::stored::{fold_stored, fold_sum_and_count};
 use super::task_fold::TaskFold;
 use super::weighted::{Weights, fold_weighted};
+use crate::exec::feed::exhausted;
 use crate::exec::kernel::{Accumulators, CoMoment};
 use crate::exec::program::{AlignedCells, BLOCK};
 use crate::exec::walk::{AxisValues, GroupIndex};
@@ -32,6 +34,11 @@ pub(super) struct PartitionFold<'a> {
     pub(super) pairs: Vec<Vec<CoMoment>>,
     /// The batch of a per-cell fold, when the fold is one ([`PerCellFold::of`]).
     per_cell: Option<PerCellFold>,
+    /// The values each group gathers for each order statistic's input
+    /// ([`FoldPlan::order_inputs`]).
+    pub(super) order: Vec<GatheredValues>,
+    /// Bytes of `order` reserved in the pool.
+    order_reserved: usize,
 }
 
 impl<'a> PartitionFold<'a> {
@@ -74,7 +81,37 @@ impl<'a> PartitionFold<'a> {
                 .collect(),
             pairs: vec![vec![CoMoment::default(); gi.count]; fold.pairs.len()],
             per_cell: PerCellFold::of(table, fold, gi),
+            order: fold
+                .order_inputs
+                .iter()
+                .map(|o| GatheredValues::new(&fold.programs[o.program], gi.count))
+                .collect(),
+            order_reserved: 0,
         }
+    }
+
+    /// Keep the pool's reservation of the gathered values at what they hold plus `more`
+    /// (what a task may add: its cells' values, reserved before they are gathered).
+    fn reserve_order(&mut self, reservation: &MemoryReservation, more: usize) -> Result<()> {
+        let want = self
+            .order
+            .iter()
+            .map(GatheredValues::bytes)
+            .fold(more, usize::saturating_add);
+        if want > self.order_reserved {
+            reservation.try_grow(want - self.order_reserved).map_err(|e| {
+                exhausted(e, || {
+                    format!(
+                        "the values of {} groups gathered for a median or percentile",
+                        self.gi.count
+                    )
+                })
+            })?;
+        } else {
+            reservation.shrink(self.order_reserved - want);
+        }
+        self.order_reserved = want;
+        Ok(())
     }
 
     /// Fold one task, whose value columns' tiles are `tiles` (in the table's order); a
@@ -87,6 +124,14 @@ impl<'a> PartitionFold<'a> {
         reservation: &MemoryReservation,
     ) -> Result<()> {
         let (table, fold) = (self.table, self.fold);
+        if !self.order.is_empty() {
+            let widths: usize = fold
+                .order_inputs
+                .iter()
+                .map(|o| GatheredValues::width(&fold.programs[o.program]))
+                .sum();
+            self.reserve_order(reservation, (task.cells as usize).saturating_mul(widths))?;
+        }
         if let Some(per_cell) = &mut self.per_cell {
             let tile = tiles.first().cloned().flatten();
             return per_cell.task((table, fold, self.gi), &mut self.accs, task, tile, reservation);
@@ -129,7 +174,11 @@ impl<'a> PartitionFold<'a> {
             task,
             start: &start,
         };
-        evaluated::fold_task(fold, at, tiles, &mut self.accs, &mut self.pairs)
+        evaluated::fold_task(fold, at, tiles, &mut self.accs, &mut self.pairs)?;
+        if !self.order.is_empty() {
+            self.reserve_order(reservation, 0)?;
+        }
+        Ok(())
     }
 
     /// Fold what a per-cell fold holds.
@@ -164,6 +213,7 @@ impl<'a> PartitionFold<'a> {
             })
             .count()
             + fold.compiled_pairs().count()
+            + fold.order_inputs.len()
             - usize::from(fold.sum_and_count.is_some() && tile);
         if direct > 1 && (tile || aligned) {
             SLAB_CELLS
@@ -204,6 +254,16 @@ impl<'a> PartitionFold<'a> {
                 };
                 walk.run(&columns, ranges, None, &mut kernel)?
             }
+        }
+        for (o, values) in fold.order_inputs.iter().zip(self.order.iter_mut()) {
+            let program = &fold.programs[o.program];
+            let mut kernel = GatherKernel {
+                values,
+                program,
+                scratch: program.scratch(),
+                at: vec![0; BLOCK],
+            };
+            walk.run(program.columns(), &o.ranges, None, &mut kernel)?
         }
         Ok(())
     }

@@ -52,7 +52,10 @@ impl PerCellFold {
     /// inputs and pairs take the walk of segments.
     pub(super) fn of(table: &TableModel, fold: &FoldPlan, gi: &GroupIndex) -> Option<Self> {
         let stored = fold.inputs.iter().all(|i| matches!(i.kind, InputKind::Stored { .. }));
-        let plain = !table.is_multi() && fold.pairs.is_empty() && fold.aligned_columns.is_empty();
+        let plain = !table.is_multi()
+            && fold.pairs.is_empty()
+            && fold.aligned_columns.is_empty()
+            && fold.order_inputs.is_empty();
         match (stored && plain, per_cell_axis(gi)) {
             (true, Some(axis)) => Some(PerCellFold {
                 axis,
