@@ -105,6 +105,12 @@ const QUERIES: &[(&str, &str)] = &[
         "cell_hot",
         "SELECT lat, lon, count(*) FILTER (WHERE v > 290), min(v) FROM t GROUP BY lat, lon",
     ),
+    // Exact order statistics (issue 59).
+    ("median_by_lat", "SELECT lat, median(v) FROM t GROUP BY lat"),
+    (
+        "p90_per_cell",
+        "SELECT lat, lon, percentile_cont(0.9) WITHIN GROUP (ORDER BY v) FROM t GROUP BY lat, lon",
+    ),
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {
