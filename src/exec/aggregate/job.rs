@@ -11,7 +11,7 @@ use crate::exec::metrics::{AggregateMetrics, Stopwatch};
 use crate::exec::walk::{AxisValues, GroupIndex};
 use crate::io::FetchOptions;
 use crate::plan::{Aggregation, AxisSelection, ChunkTask, TableModel};
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{Result, internal_err};
@@ -191,13 +191,41 @@ impl FoldJob {
                 .map(|&a| order_stat_of(&aggs[a]))
                 .collect::<Result<Vec<_>>>()?;
             let values: Vec<&GatheredValues> = parts.iter().map(|p| &p[k]).collect();
-            let arrays = order_arrays(&values, &self.fold.programs[input.program], &stats, touched, |bytes| {
-                scratch.try_resize(bytes).map_err(|e| {
-                    exhausted(e, || {
-                        format!("the {bytes} bytes of keys of a median or percentile's largest group")
+            let program = &self.fold.programs[input.program];
+            // The groups' selections are independent: one thread per stretch of them, as
+            // many as the fold had partitions, each with the keys of its largest group
+            // reserved.
+            let select = |groups: &[usize]| {
+                let keys = scratch.new_empty();
+                order_arrays(&values, program, &stats, groups, |bytes| {
+                    keys.try_resize(bytes).map_err(|e| {
+                        exhausted(e, || {
+                            format!("the {bytes} bytes of keys of a median or percentile's largest group")
+                        })
                     })
                 })
-            })?;
+            };
+            let threads = self.feed.partition_count().clamp(1, touched.len().max(1));
+            let stretches: Vec<&[usize]> = touched.chunks(touched.len().div_ceil(threads).max(1)).collect();
+            let selected: Vec<Vec<ArrayRef>> = match stretches.as_slice() {
+                [] | [_] => vec![select(touched)?],
+                [first, rest @ ..] => std::thread::scope(|s| {
+                    let running: Vec<_> = rest.iter().map(|g| s.spawn(|| select(g))).collect();
+                    let mut out = vec![select(first)?];
+                    for r in running {
+                        out.push(r.join().map_err(|_| {
+                            DataFusionError::Internal("TetAggregateExec: a selection thread panicked".into())
+                        })??);
+                    }
+                    Ok::<_, DataFusionError>(out)
+                })?,
+            };
+            let arrays = (0..stats.len())
+                .map(|i| {
+                    let pieces: Vec<&dyn Array> = selected.iter().map(|a| a[i].as_ref()).collect();
+                    Ok(arrow::compute::concat(&pieces)?)
+                })
+                .collect::<Result<Vec<ArrayRef>>>()?;
             for (a, array) in asking.into_iter().zip(arrays) {
                 out[a] = Some(array);
             }
