@@ -209,7 +209,7 @@ def multi(a, d, driver, tet_sql, floor_bin):
 
     # Correctness: ours (tet-sql) against numpy in f64 and xarray's corr.
     def ours(q):
-        got = subprocess.check_output([str(tet_sql), "-q", "--format", "csv", "-c",
+        got = subprocess.check_output([str(tet_sql), "-q", "--maxrows", "inf", "--format", "csv", "-c",
                                        sql[q].format(m=m, x=x, y=y) + (" ORDER BY 1" if "lat" in q else "")],
                                       text=True)
         return np.array([[float(v) for v in l.split(",")] for l in got.strip().splitlines()[1:]])
@@ -329,7 +329,7 @@ def maps(a, d, driver, tet_sql, floor_bin, tetf, parq):
         res[("numpy_in_memory", q)] = median_time(nshapes[q], a.reps)
 
     # Correctness: ours (tet-sql) against numpy in f64.
-    got = subprocess.check_output([str(tet_sql), "-q", "--format", "csv", "-c",
+    got = subprocess.check_output([str(tet_sql), "-q", "--maxrows", "inf", "--format", "csv", "-c",
                                    f"CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{tetf}' "
                                    "OPTIONS ('tet.dataset' 'temp')",
                                    sql["cell_stats"].format(t="t") + " ORDER BY lat, lon"], text=True)
@@ -340,7 +340,7 @@ def maps(a, d, driver, tet_sql, floor_bin, tetf, parq):
             f"cell_stats column {k} differs from numpy"
     # The 90th percentile per cell: numpy's linear quantile in f64; ours interpolates the
     # two f32 ranks in f64 and rounds to f32, as DataFusion does.
-    got = subprocess.check_output([str(tet_sql), "-q", "--format", "csv", "-c",
+    got = subprocess.check_output([str(tet_sql), "-q", "--maxrows", "inf", "--format", "csv", "-c",
                                    f"CREATE EXTERNAL TABLE t STORED AS TET LOCATION '{tetf}' "
                                    "OPTIONS ('tet.dataset' 'temp')",
                                    sql["p90_per_cell"].format(t="t") + " ORDER BY lat, lon"], text=True)
@@ -974,7 +974,7 @@ def main():
 
     # Correctness spot checks: by_lat against numpy, the area-weighted mean against xarray.
     def ours(q, order=""):
-        got = subprocess.check_output([str(tet_sql), "-q", "--format", "csv", "-c",
+        got = subprocess.check_output([str(tet_sql), "-q", "--maxrows", "inf", "--format", "csv", "-c",
                                        sql[q].format(t=f"tet('{tetf}', 'temp')") + order], text=True)
         return np.array([[float(x) for x in l.split(",")] for l in got.strip().splitlines()[1:]])
     assert np.allclose(ours("by_lat", " ORDER BY lat")[:, 1], arr.mean(axis=(0, 2), dtype=np.float64), rtol=1e-9), \
