@@ -162,7 +162,6 @@ async fn query_shapes_around_the_aggregate() {
     let keep = [
         format!("SELECT count(DISTINCT v) FROM {f}"),
         format!("SELECT v, count(*) FROM {f} GROUP BY v"),
-        format!("SELECT median(v) FROM {f}"),
         // A semi join sits between the aggregate and the scan. (The subquery is ordered:
         // `LIMIT 1` alone picks any row, and the two sessions may pick different ones.)
         format!("SELECT count(*), sum(v), min(v) FROM {f} WHERE {a0} IN (SELECT {a0} FROM {f} ORDER BY {a0} LIMIT 1)"),
@@ -170,6 +169,10 @@ async fn query_shapes_around_the_aggregate() {
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
     }
+    // An order statistic folds where its input compiles: f32 and f64, not f16.
+    let median = format!("SELECT median(v) FROM {f}");
+    let folds = case.dtype != datafusion_tet::format::DType::F16;
+    assert!(compare(&on, &off, &median, Some(folds)).await, "{median}");
 }
 
 /// Lines of an indented physical plan naming the operator `name`.

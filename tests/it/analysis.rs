@@ -237,7 +237,6 @@ async fn analysis_shapes_around_the_fold() {
         // A key of two axes, or of the value: not one axis.
         format!("SELECT {a0} + {a1}, sum(v) FROM {f} GROUP BY {a0} + {a1}"),
         format!("SELECT v > 0, count(*) FROM {f} GROUP BY v > 0"),
-        format!("SELECT median(v) FROM {f}"),
         // An axis in other inputs (gathered per cell they would be slower than the row
         // plan): extremes of weighted values, sums not of a product.
         format!("SELECT max(CAST(v AS DOUBLE) * cos(radians({a1}))) FROM {f}"),
@@ -246,6 +245,10 @@ async fn analysis_shapes_around_the_fold() {
     for q in &keep {
         assert!(compare(&on, &off, q, Some(false)).await, "{q}");
     }
+    // An order statistic folds where its input compiles: f32 and f64, not f16.
+    let median = format!("SELECT median(v) FROM {f}");
+    let folds = case.dtype != datafusion_tet::format::DType::F16;
+    assert!(compare(&on, &off, &median, Some(folds)).await, "{median}");
     // A square root of a negative value fails as DataFusion's does, unless a condition
     // keeps such values from being evaluated.
     let roots = format!("SELECT sum(sqrt(v - 1000000000.0)) FROM {f}");

@@ -13,8 +13,8 @@ use crate::exec::kernel::{Elem, GroupValues, OrderStat, Ordered, Statistic, orde
 use crate::exec::program::{BLOCK, Cells, Lane, Program, Scratch, Ty};
 use crate::exec::walk::{Segment, Target};
 use crate::plan::{AggFunc, AggSpec, TableModel};
-use arrow::array::{ArrayRef, Float32Array, Float64Array};
-use arrow::datatypes::DataType;
+use arrow::array::{ArrayRef, PrimitiveArray};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type};
 use datafusion::common::{Result, internal_err};
 use datafusion::logical_expr::Expr;
 use std::sync::Arc;
@@ -63,6 +63,22 @@ impl GatheredValues {
         match self {
             GatheredValues::F32(v) => v.bytes(),
             GatheredValues::F64(v) => v.bytes(),
+        }
+    }
+
+    /// The f32 values, if they are.
+    fn f32s(&self) -> Option<&GroupValues<f32>> {
+        match self {
+            GatheredValues::F32(v) => Some(v),
+            GatheredValues::F64(_) => None,
+        }
+    }
+
+    /// The f64 values, if they are.
+    fn f64s(&self) -> Option<&GroupValues<f64>> {
+        match self {
+            GatheredValues::F64(v) => Some(v),
+            GatheredValues::F32(_) => None,
         }
     }
 
@@ -159,49 +175,28 @@ pub(super) fn order_arrays(
     touched: &[usize],
     scratch: impl FnOnce(usize) -> Result<()>,
 ) -> Result<Vec<ArrayRef>> {
-    let f32s = |v: Vec<Vec<Option<f32>>>| -> Vec<ArrayRef> {
-        v.into_iter()
-            .map(|c| Arc::new(Float32Array::from(c)) as ArrayRef)
-            .collect()
-    };
-    let f64s = |v: Vec<Vec<Option<f64>>>| -> Vec<ArrayRef> {
-        v.into_iter()
-            .map(|c| Arc::new(Float64Array::from(c)) as ArrayRef)
-            .collect()
-    };
-    let f32_parts = || {
-        parts.iter().map(|p| match p {
-            GatheredValues::F32(v) => Ok(v),
-            GatheredValues::F64(_) => internal_err!("TetAggregateExec: f64 values of an f32 input"),
-        })
-    };
-    let f64_parts = || {
-        parts.iter().map(|p| match p {
-            GatheredValues::F64(v) => Ok(v),
-            GatheredValues::F32(_) => internal_err!("TetAggregateExec: f32 values of an f64 input"),
-        })
-    };
-    Ok(match (program.eval_ty(), program.ty()) {
-        (Ty::F32, Ty::F32) => f32s(stats_of::<f32, f32>(
-            &f32_parts().collect::<Result<Vec<_>>>()?,
-            stats,
-            touched,
-            scratch,
-        )?),
-        (Ty::F32, Ty::F64) => f64s(stats_of::<f32, f64>(
-            &f32_parts().collect::<Result<Vec<_>>>()?,
-            stats,
-            touched,
-            scratch,
-        )?),
-        (Ty::F64, Ty::F64) => f64s(stats_of::<f64, f64>(
-            &f64_parts().collect::<Result<Vec<_>>>()?,
-            stats,
-            touched,
-            scratch,
-        )?),
-        (Ty::F64, Ty::F32) => return internal_err!("TetAggregateExec: an f32 statistic of f64 values"),
+    // Every part holds values of the type the program evaluates in.
+    let f32s: Option<Vec<&GroupValues<f32>>> = parts.iter().map(|p| p.f32s()).collect();
+    let f64s: Option<Vec<&GroupValues<f64>>> = parts.iter().map(|p| p.f64s()).collect();
+    Ok(match (program.eval_ty(), program.ty(), f32s, f64s) {
+        (Ty::F32, Ty::F32, Some(p), _) => arrays::<f32, Float32Type>(stats_of(&p, stats, touched, scratch)?),
+        (Ty::F32, Ty::F64, Some(p), _) => {
+            arrays::<f64, Float64Type>(stats_of::<f32, f64>(&p, stats, touched, scratch)?)
+        }
+        (Ty::F64, Ty::F64, _, Some(p)) => arrays::<f64, Float64Type>(stats_of(&p, stats, touched, scratch)?),
+        (e, t, ..) => return internal_err!("TetAggregateExec: a {t:?} statistic of {e:?} values gathered otherwise"),
     })
+}
+
+/// Each statistic's values as an Arrow array of `A`.
+fn arrays<S, A>(columns: Vec<Vec<Option<S>>>) -> Vec<ArrayRef>
+where
+    A: ArrowPrimitiveType<Native = S>,
+{
+    columns
+        .into_iter()
+        .map(|c| Arc::new(c.into_iter().collect::<PrimitiveArray<A>>()) as ArrayRef)
+        .collect()
 }
 
 /// Per statistic, its value in each of the `touched` groups: the group's values of every
