@@ -5,7 +5,6 @@
 use super::accumulators::Accumulators;
 use super::elem::{Elem, fmax, fmin, nan_sign};
 use super::keep::{Keep, MissingCheck, RangeCheck};
-use super::run_stats::in_range;
 use super::simd::multiversion;
 
 /// Fold one value (a cell already counted) into group `g`.
@@ -119,15 +118,8 @@ where
             // As `run_stats` tests a range: in the stored type where the bounds convert
             // exactly, NaNs by the rule; by keys (a scalar loop) only for a list of missing
             // values, or a range holding some NaNs but not all when the run has a NaN.
-            let RangeCheck {
-                native,
-                lo,
-                hi,
-                nan_in,
-                nan_by_keys,
-            } = RangeCheck::<T>::of(range, keep.missing.nan);
-            let r = (native, lo, hi, nan_in);
-            let by_keys = matches!(check, MissingCheck::List) || (nan_by_keys && run.iter().any(|x| x.is_nan()));
+            let r = RangeCheck::<T>::of(range, keep.missing.nan);
+            let by_keys = matches!(check, MissingCheck::List) || (r.nan_by_keys && run.iter().any(|x| x.is_nan()));
             match check.fill() {
                 _ if by_keys => consecutive(
                     acc,
@@ -143,7 +135,7 @@ where
                     run,
                     Counts::Kept,
                     #[inline(always)]
-                    |x| in_range(x, r) & (x != fv),
+                    |x| r.contains(x) & (x != fv),
                 ),
                 None => consecutive(
                     acc,
@@ -151,7 +143,7 @@ where
                     run,
                     Counts::Kept,
                     #[inline(always)]
-                    |x| in_range(x, r),
+                    |x| r.contains(x),
                 ),
             }
         }

@@ -98,6 +98,21 @@ impl<T: Elem> RangeCheck<T> {
             nan_by_keys: b.nan() == NanRule::Some,
         }
     }
+
+    /// Whether `x` lies in the range: between the native bounds where they convert
+    /// exactly, else as f64; a NaN inside when `nan_in`. A method, not a closure: the
+    /// kernels that inline it live in other files, and a closure is compiled where it is
+    /// written unless inlined there.
+    #[inline(always)]
+    pub(super) fn contains(&self, x: T) -> bool {
+        #[allow(clippy::eq_op)]
+        let nan = self.nan_in && x != x;
+        let inside = match self.native {
+            Some((l, h)) => (l <= x) & (x <= h),
+            None => (self.lo <= x.f()) & (x.f() <= self.hi),
+        };
+        inside | nan
+    }
 }
 
 /// Which elements a fold takes: those not missing and, with a range, whose value lies in

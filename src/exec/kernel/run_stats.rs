@@ -262,41 +262,34 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
             // NaNs decided by the rule, or (some NaNs only, as `v > c` keeps the positive
             // ones) kept here and decided by keys when the run holds any: a test of the
             // sign in the loop measured far slower on `WHERE v > 290`.
-            let RangeCheck {
-                native,
-                lo,
-                hi,
-                nan_in,
-                nan_by_keys,
-            } = RangeCheck::<T>::of(range, missing.nan);
-            let r = (native, lo, hi, nan_in);
+            let r = RangeCheck::<T>::of(range, missing.nan);
             let s = match check.fill() {
-                None if nan_in => lanes_for::<T, true>(
+                None if r.nan_in => lanes_for::<T, true>(
                     run,
                     needs,
                     #[inline(always)]
-                    |x| in_range(x, r),
+                    |x| r.contains(x),
                 ),
                 None => lanes_for::<T, false>(
                     run,
                     needs,
                     #[inline(always)]
-                    |x| in_range(x, r),
+                    |x| r.contains(x),
                 ),
-                Some(fv) if nan_in => lanes_for::<T, true>(
+                Some(fv) if r.nan_in => lanes_for::<T, true>(
                     run,
                     needs,
                     #[inline(always)]
-                    |x| in_range(x, r) & (x != fv),
+                    |x| r.contains(x) & (x != fv),
                 ),
                 Some(fv) => lanes_for::<T, false>(
                     run,
                     needs,
                     #[inline(always)]
-                    |x| in_range(x, r) & (x != fv),
+                    |x| r.contains(x) & (x != fv),
                 ),
             };
-            if nan_by_keys && s.nans.iter().any(|&k| k > 0) {
+            if r.nan_by_keys && s.nans.iter().any(|&k| k > 0) {
                 lanes_for::<T, false>(
                     run,
                     needs,
@@ -309,22 +302,6 @@ pub(super) fn run_stats<T: Elem>(run: &[T], keep: &Keep<T>, needs: Needs) -> Run
         }
     };
     combine_lanes(run, keep, needs, s)
-}
-
-/// Whether `x` lies in the range `(native, lo, hi, nan_in)` of a [`RangeCheck`]: between
-/// the native bounds where they convert exactly, else as f64; a NaN inside when `nan_in`.
-/// A function, not a closure: the kernels that inline it live in other files, and a
-/// closure is compiled where it is written unless inlined there.
-#[inline(always)]
-#[allow(clippy::type_complexity)]
-pub(super) fn in_range<T: Elem>(x: T, (native, lo, hi, nan_in): (Option<(T, T)>, f64, f64, bool)) -> bool {
-    #[allow(clippy::eq_op)]
-    let nan = nan_in && x != x;
-    let inside = match native {
-        Some((l, h)) => (l <= x) & (x <= h),
-        None => (lo <= x.f()) & (x.f() <= hi),
-    };
-    inside | nan
 }
 
 /// Combine the lanes of `run` and fold its remainder.
