@@ -481,6 +481,14 @@ fn type_of(n: Option<&ArrowType>) -> Result<DataType> {
 }
 
 fn aggregation_node(a: &Aggregation) -> Result<AggregationNode> {
+    // A key of the value folds only into one output of values, which no distributed plan
+    // carries (the rewrite leaves it to DataFusion without `tet.merge_in_scan`).
+    if let Some(k) = &a.value_key {
+        return Err(plan_datafusion_err!(
+            "encoding a tet aggregate: the key of the value {} is not encoded",
+            k.sql()
+        ));
+    }
     Ok(AggregationNode {
         groups: a
             .groups
@@ -563,6 +571,7 @@ fn aggregation_of(n: Option<AggregationNode>, table: &TableModel, ctx: &TaskCont
         .collect::<Result<Vec<_>>>()?;
     let aggregation = Aggregation {
         groups,
+        value_key: None,
         aggs,
         filter: n.filter.as_ref().map(|e| expr_of(e, ctx)).transpose()?,
     };

@@ -350,10 +350,70 @@ impl GroupKey {
     }
 }
 
+/// How a [`ValueKey`] rounds its expression's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyRounding {
+    /// The result itself (`GROUP BY v`, `GROUP BY v * 2`).
+    None,
+    Floor,
+    Ceil,
+    Trunc,
+}
+
+impl KeyRounding {
+    /// The SQL function of this rounding, `None` for none.
+    pub fn function(self) -> Option<&'static str> {
+        match self {
+            KeyRounding::None => None,
+            KeyRounding::Floor => Some("floor"),
+            KeyRounding::Ceil => Some("ceil"),
+            KeyRounding::Trunc => Some("trunc"),
+        }
+    }
+
+    /// The rounding of SQL function `name`.
+    pub fn of_function(name: &str) -> Option<Self> {
+        [KeyRounding::Floor, KeyRounding::Ceil, KeyRounding::Trunc]
+            .into_iter()
+            .find(|r| r.function() == Some(name))
+    }
+}
+
+/// A group key of the value (`floor(v)`, `floor((v - 200) / 2)`): `rounding` of
+/// expression `expr` of the value column, a float of type `data_type`, NULL where the
+/// value is. Each distinct key is a group (as DataFusion groups floats: by their bits,
+/// -0.0 as 0.0), alongside the axis keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueKey {
+    /// Where the key stands among the query's keys (the axis keys keep their order
+    /// around it).
+    pub position: usize,
+    pub rounding: KeyRounding,
+    /// The expression rounded (unqualified columns).
+    pub expr: Expr,
+    /// Output column name of the fold.
+    pub name: String,
+    pub data_type: DataType,
+}
+
+impl ValueKey {
+    /// The key's expression as SQL writes it.
+    pub fn sql(&self) -> String {
+        match self.rounding.function() {
+            Some(f) => format!("{f}({})", self.expr),
+            None => self.expr.to_string(),
+        }
+    }
+}
+
 /// What to aggregate: group keys (in output order), aggregates, and a row filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aggregation {
+    /// The keys of axes.
     pub groups: Vec<GroupKey>,
+    /// A key of the value, when the query groups by one: its groups are found as the
+    /// fold meets its values.
+    pub value_key: Option<ValueKey>,
     pub aggs: Vec<AggSpec>,
     /// `WHERE` conditions the scan does not resolve exactly (they involve `v`), as one
     /// expression of `v` and axis columns: cells where it is not true are skipped.
@@ -390,14 +450,34 @@ impl Aggregation {
         format!("__tet_value{agg}")
     }
 
-    /// Output schema of `output`: the group keys, then every partial-state column or
-    /// every aggregate's value.
+    /// The key columns of the fold's output in the query's order of keys: the axis keys
+    /// with the value key at its position.
+    pub fn key_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.groups.iter().map(|k| k.name.clone()).collect();
+        if let Some(k) = &self.value_key {
+            names.insert(k.position.min(names.len()), k.name.clone());
+        }
+        names
+    }
+
+    /// How many key columns the fold emits.
+    pub fn key_count(&self) -> usize {
+        self.groups.len() + usize::from(self.value_key.is_some())
+    }
+
+    /// Output schema of `output`: the axis keys, the value key, then every partial-state
+    /// column or every aggregate's value.
     pub fn schema(&self, output: AggregateOutput) -> SchemaRef {
         let mut fields: Vec<Field> = self
             .groups
             .iter()
             .map(|k| Field::new(&k.name, k.data_type.clone(), k.expr.is_some()))
             .collect();
+        fields.extend(
+            self.value_key
+                .iter()
+                .map(|k| Field::new(&k.name, k.data_type.clone(), true)),
+        );
         match output {
             AggregateOutput::States => fields.extend(
                 self.state_columns()
@@ -465,6 +545,7 @@ impl Aggregation {
     /// aggregate or the row filter needs (see [`AggSpec::value_columns`]).
     pub fn value_columns(&self, table: &TableModel) -> Vec<usize> {
         let mut out: BTreeSet<usize> = self.filter.iter().flat_map(|f| values_read(table, f)).collect();
+        out.extend(self.value_key.iter().flat_map(|k| values_read(table, &k.expr)));
         for a in &self.aggs {
             out.extend(a.value_columns(table));
         }
@@ -529,6 +610,20 @@ impl Aggregation {
         if !self.filter.as_ref().is_none_or(foldable) {
             return Err("the row filter is not an expression of the value and the axes".into());
         }
+        if let Some(k) = &self.value_key {
+            let of_value = expr_columns(table, &k.expr) == Some(vec![table.value_index()]);
+            // Each aggregate folds the stored values (or counts cells), without FILTER.
+            let plain = self.aggs.iter().all(|a| {
+                a.filter.is_none()
+                    && !a.func.is_comoment()
+                    && !a.func.is_order_statistic()
+                    && (a.func == AggFunc::CountStar || a.input == AggInput::Value { affine: None })
+            });
+            let float = matches!(k.data_type, DataType::Float32 | DataType::Float64);
+            if table.is_multi() || !of_value || !plain || !float || names.contains(k.name.as_str()) {
+                return Err(format!("value key {} is not one the fold groups by", k.sql()));
+            }
+        }
         Ok(())
     }
 }
@@ -545,6 +640,7 @@ mod tests {
                 .iter()
                 .map(|&func| AggSpec::of_value(func, DataType::Int16))
                 .collect(),
+            value_key: None,
             filter: None,
         };
         let cols = agg.state_columns();

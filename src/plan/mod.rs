@@ -31,8 +31,8 @@ mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
 pub use aggregate::{
-    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
-    StateColumn, sum_type,
+    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, KeyRounding, MAX_DENSE_GROUPS,
+    SPLIT_GROUPS_ABOVE, State, StateColumn, ValueKey, sum_type,
 };
 pub use archive::combine;
 pub use attrs::AXIS_KEY;

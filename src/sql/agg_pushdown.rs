@@ -272,8 +272,9 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
         };
         let output = match merge_in_scan && aggregation.fits_one_output(table) {
             true => AggregateOutput::Values,
-            // Order statistics have no partial states: DataFusion's own plan merges them.
-            false if aggregation.has_order_statistics() => return Ok(None),
+            // Order statistics have no partial states, and the groups of a key of the
+            // value are found as the fold meets them: DataFusion's own plan takes both.
+            false if aggregation.has_order_statistics() || aggregation.value_key.is_some() => return Ok(None),
             false => AggregateOutput::States,
         };
         let folded = TetAggregateTable::new(table.clone(), filters, aggregation.clone(), output);
@@ -288,16 +289,19 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
         let Some((aggregation, input)) = fold_by_storage_class(table, &qualifier, query)? else {
             return Ok(None);
         };
+        if aggregation.value_key.is_some() {
+            return Ok(None);
+        }
         (aggregation, input, AggregateOutput::States)
     };
-    let (groups, aggs) = (&aggregation.groups, &aggregation.aggs);
+    let (keys, aggs) = (aggregation.key_names(), &aggregation.aggs);
     let column = |name: String| Expr::Column(Column::new(Some(qualifier.clone()), name));
     // The original output: names, qualifiers and types.
     let restore = |input: LogicalPlan, finals: Vec<Expr>| -> Result<LogicalPlan> {
         let mut projection = Vec::new();
         for (i, (q, field)) in agg.schema.iter().enumerate() {
-            let e = match i.checked_sub(groups.len()) {
-                None => column(groups[i].name.clone()),
+            let e = match i.checked_sub(keys.len()) {
+                None => column(keys[i].clone()),
                 Some(a) => finals[a].clone(),
             };
             let e = cast(e, field.data_type().clone());
@@ -312,7 +316,7 @@ fn try_rewrite(plan: &LogicalPlan, merge_in_scan: bool) -> Result<Option<Logical
     }
 
     let state = column;
-    let group_exprs: Vec<Expr> = groups.iter().map(|k| state(k.name.clone())).collect();
+    let group_exprs: Vec<Expr> = keys.iter().map(|k| state(k.clone())).collect();
     let mut merge_exprs = Vec::new();
     let mut finals = Vec::new();
     let sum = datafusion::functions_aggregate::expr_fn::sum;

@@ -5,8 +5,8 @@
 
 use crate::exec::{order_program, weighted_program};
 use crate::plan::{
-    AggFunc, AggInput, AggSpec, Aggregation, GroupKey, MAX_DENSE_GROUPS, TableModel, affine_of, expr_columns,
-    is_numeric, value_input, value_ranges, weighted_input,
+    AggFunc, AggInput, AggSpec, Aggregation, GroupKey, KeyRounding, MAX_DENSE_GROUPS, TableModel, ValueKey, affine_of,
+    expr_columns, is_numeric, value_input, value_ranges, weighted_input,
 };
 use arrow::datatypes::DataType;
 use datafusion::common::DFSchema;
@@ -177,6 +177,31 @@ fn order_statistic(
     Some(spec())
 }
 
+/// The key of the value that group expression `e` (the query's `position`th) is, when
+/// the fold groups by it: `floor`, `ceil` or `trunc` of an expression of one dataset's
+/// value, or the expression itself, that compiles to a float of the key's type and
+/// cannot fail.
+fn value_key_of(table: &TableModel, schema: &DFSchema, position: usize, e: &Expr) -> Option<ValueKey> {
+    let data_type = e.get_type(schema).ok()?;
+    // The simplifier names a key it rewrote by its former text (an alias).
+    let e = e.clone().unalias_nested().data;
+    let (rounding, inner) = match &e {
+        Expr::ScalarFunction(f) if f.args.len() == 1 => (KeyRounding::of_function(f.name())?, f.args[0].clone()),
+        _ => (KeyRounding::None, e),
+    };
+    if table.is_multi() || inner.get_type(schema).ok()? != data_type {
+        return None;
+    }
+    order_program(table, &inner, &data_type, true)?;
+    Some(ValueKey {
+        position,
+        rounding,
+        expr: inner,
+        name: format!("__tet_k{position}"),
+        data_type,
+    })
+}
+
 /// The aggregation of `aggr_expr` grouped by `group_expr` over the rows of `table` where
 /// `predicate` holds (expressions over `schema`, the scan's), when the fold takes it: keys
 /// of one axis each, aggregates it folds, a filter of value and axis columns, a number of
@@ -189,6 +214,7 @@ pub(super) fn aggregation_of(
     predicate: Option<Expr>,
 ) -> Result<Option<Aggregation>> {
     let mut groups: Vec<GroupKey> = Vec::new();
+    let mut value_key: Option<ValueKey> = None;
     for (i, g) in group_expr.iter().enumerate() {
         if let Expr::Column(c) = g
             && let Some(d) = table.axis_index(&c.name)
@@ -201,7 +227,11 @@ pub(super) fn aggregation_of(
             return Ok(None);
         };
         if table.value_at(d).is_some() {
-            return Ok(None);
+            match value_key_of(table, schema, i, &e) {
+                Some(k) if value_key.is_none() => value_key = Some(k),
+                _ => return Ok(None),
+            }
+            continue;
         }
         let Ok(data_type) = g.get_type(schema) else {
             return Ok(None);
@@ -231,7 +261,10 @@ pub(super) fn aggregation_of(
         None => None,
     };
     // A bare count(*) is answered by DataFusion from the scan's exact statistics.
-    if groups.is_empty() && filter.is_none() && aggs.iter().all(|a| a.func == AggFunc::CountStar && a.filter.is_none())
+    if groups.is_empty()
+        && value_key.is_none()
+        && filter.is_none()
+        && aggs.iter().all(|a| a.func == AggFunc::CountStar && a.filter.is_none())
     {
         return Ok(None);
     }
@@ -241,7 +274,16 @@ pub(super) fn aggregation_of(
     {
         return Ok(None);
     }
-    let aggregation = Aggregation { groups, aggs, filter };
+    // The rows a key of the value groups are kept by ranges of stored values.
+    if value_key.is_some() && filter.as_ref().is_some_and(|f| value_ranges(table, f).is_none()) {
+        return Ok(None);
+    }
+    let aggregation = Aggregation {
+        groups,
+        value_key,
+        aggs,
+        filter,
+    };
     if aggregation.dense_groups(table) > MAX_DENSE_GROUPS || aggregation.check(table).is_err() {
         return Ok(None);
     }

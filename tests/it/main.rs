@@ -33,6 +33,7 @@ mod sql_concurrency;
 mod sql_differential;
 mod sql_fixtures;
 mod sql_schema;
+mod value_keys;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -37,7 +37,7 @@ async fn same_exactly(on: &SessionContext, off: &SessionContext, sql: &str, fold
 /// The stored values of a `(time, lat, lon)` cube of `n` cells: `kind` 0 is f32 with few
 /// distinct values (ties), NaNs of both signs and the fill value -999; 1 is int16 packed
 /// with a fill value; 2 is int32 (median coerces it to Float64); 3 is f64.
-fn values(kind: u8, n: usize, rng: &mut Rng) -> (DType, Vec<u8>) {
+pub(crate) fn values(kind: u8, n: usize, rng: &mut Rng) -> (DType, Vec<u8>) {
     let mut bytes = Vec::new();
     for _ in 0..n {
         let r = rng.below(100);
@@ -64,7 +64,7 @@ fn values(kind: u8, n: usize, rng: &mut Rng) -> (DType, Vec<u8>) {
     (dtype, bytes)
 }
 
-fn write(path: &Path, kind: u8, shape: [u64; 3], chunk: [u64; 3], rng: &mut Rng) {
+pub(crate) fn write(path: &Path, kind: u8, shape: [u64; 3], chunk: [u64; 3], rng: &mut Rng) {
     let n = shape.iter().product::<u64>() as usize;
     let (dtype, bytes) = values(kind, n, rng);
     let mut spec = DatasetSpec::new("t", dtype, &shape, &chunk, &bytes).dim_names(&["time", "lat", "lon"]);

@@ -1,4 +1,5 @@
 use super::fold_plan::{FoldPlan, Input, Slot};
+use super::value_keys::KeyedFold;
 use crate::exec::kernel::{Accumulators, CoMoment, Moments, NAN_NEGATIVE, NAN_POSITIVE};
 use crate::exec::walk::GroupIndex;
 use crate::plan::{Affine, AggFunc, AggInput, AggregateOutput, Aggregation, State, StateColumn, TableModel};
@@ -28,7 +29,7 @@ impl Emit<'_> {
         mut order: Vec<Option<ArrayRef>>,
         schema: SchemaRef,
     ) -> Result<RecordBatch> {
-        let keys = self.aggregation.groups.len();
+        let keys = self.aggregation.key_count();
         let mut cols: Vec<ArrayRef> = states.columns()[..keys].to_vec();
         for (i, spec) in self.aggregation.aggs.iter().enumerate() {
             if let Some(values) = order.get_mut(i).and_then(Option::take) {
@@ -98,15 +99,18 @@ impl Emit<'_> {
         (0..rows.len()).filter(|&g| every_group || rows.cells[g] > 0).collect()
     }
 
-    /// The keys and partial states of the `touched` groups ([`Self::touched`]).
+    /// The keys and partial states of the `touched` groups ([`Self::touched`]): the axis
+    /// keys of `gi`, the key of the value of `keyed` when the fold groups by one.
     pub(super) fn states(
         &self,
         accs: &[Accumulators],
         pairs: &[Vec<CoMoment>],
-        gi: &GroupIndex,
+        (gi, keyed): (&GroupIndex, Option<&KeyedFold>),
         touched: &[usize],
     ) -> Result<RecordBatch> {
         let mut cols = gi.key_columns(touched)?;
+        // A key of the value follows the axis keys.
+        cols.extend(keyed.map(|k| k.slots.column(touched, k.count())));
         for column in self.aggregation.state_columns() {
             cols.push(match self.fold.of_agg[column.agg] {
                 Slot::Input(i) => self.state_array(&column, &self.fold.inputs[i], &accs[i], touched)?,

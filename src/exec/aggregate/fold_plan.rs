@@ -4,7 +4,7 @@ use crate::exec::program::{Program, weighted_program};
 use crate::exec::tile::TileExprs;
 use crate::format::DType;
 use crate::plan::{
-    Affine, AggFunc, AggInput, AggSpec, Aggregation, TableModel, VALUE_COLUMN, ValueRanges, value_ranges,
+    Affine, AggFunc, AggInput, AggSpec, Aggregation, KeyRounding, TableModel, VALUE_COLUMN, ValueRanges, value_ranges,
     weighted_input,
 };
 use arrow::datatypes::DataType;
@@ -132,6 +132,9 @@ pub(super) struct FoldPlan {
     pub(super) sum_and_count: Option<(usize, usize)>,
     /// The inputs of order statistics, whose values each group gathers.
     pub(super) order_inputs: Vec<OrderInput>,
+    /// The key of the value: its program (index into `programs`) and rounding. Its fold
+    /// has one input, of the stored values kept by the row filter's ranges.
+    pub(super) value_key: Option<(usize, KeyRounding)>,
 }
 
 impl FoldPlan {
@@ -386,6 +389,27 @@ impl FoldPlan {
             });
             of_agg.push(Slot::Input(i));
         }
+        let value_key = match &aggregation.value_key {
+            None => None,
+            Some(k) => {
+                let program = order_program(table, &k.expr, &k.data_type, true);
+                let one_stored = matches!(
+                    inputs.as_slice(),
+                    [Input {
+                        kind: InputKind::Stored { .. },
+                        ..
+                    }]
+                );
+                let Some(program) = program.filter(|_| one_stored && pairs.is_empty() && order_inputs.is_empty())
+                else {
+                    return internal_err!(
+                        "TetAggregateExec: a key of the value {} the fold does not take",
+                        k.sql()
+                    );
+                };
+                Some((program_index(program), k.rounding))
+            }
+        };
         let uses_rows = pairs.iter().any(|p| matches!(p, PairInput::Evaluated { .. }))
             || inputs.iter().any(|i| matches!(i.kind, InputKind::Evaluated { .. }));
         let row_filter = row_filter.filter(|_| uses_rows).map(&mut expr_index);
@@ -432,6 +456,7 @@ impl FoldPlan {
             _ => None,
         };
         Ok(FoldPlan {
+            value_key,
             order_inputs,
             sum_and_count,
             aligned_columns,

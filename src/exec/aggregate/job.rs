@@ -3,6 +3,7 @@ use super::fold_plan::FoldPlan;
 use super::fold_plan::Slot;
 use super::order_values::{GatheredValues, order_arrays, order_stat_of};
 use super::partition_fold::PartitionFold;
+use super::value_keys::KeyedFold;
 use crate::exec::feed::ChunkFeed;
 use crate::exec::feed::payload::{Payload, PayloadMetrics, PayloadRead, payload_stream};
 use crate::exec::feed::{PoolAccount, exhausted};
@@ -37,10 +38,20 @@ pub(super) struct Folded {
     pub(super) pairs: Vec<Vec<CoMoment>>,
     /// The values gathered per group for each order statistic's input.
     pub(super) order: Vec<GatheredValues>,
+    /// The keys of the value met, when the fold groups by one.
+    pub(super) keyed: Option<KeyedFold>,
     pub(super) metrics: AggregateMetrics,
     /// What the partition reserved for its accumulators and gathered values.
     pub(super) reservation: MemoryReservation,
 }
+
+/// A partition's accumulators, co-moments, gathered values and keys of the value.
+type Folds = (
+    Vec<Accumulators>,
+    Vec<Vec<CoMoment>>,
+    Vec<GatheredValues>,
+    Option<KeyedFold>,
+);
 
 /// Everything a partition's fold needs, cloned into the tasks that run it.
 #[derive(Clone)]
@@ -99,11 +110,12 @@ impl FoldJob {
             },
         };
         let payloads = payload_stream(read, tasks, tiles);
-        let (accs, pairs, order) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
+        let (accs, pairs, order, keyed) = self.fold(payloads, groups, &metrics, &mut reservation).await?;
         Ok(Folded {
             accs,
             pairs,
             order,
+            keyed,
             metrics,
             reservation,
         })
@@ -146,8 +158,17 @@ impl FoldJob {
         };
         gathered.push(std::mem::take(&mut all.order));
         for part in parts {
-            for (a, b) in all.accs.iter_mut().zip(&part.accs) {
-                a.merge(b);
+            match (&mut all.keyed, &part.keyed) {
+                (Some(keyed), Some(other)) => {
+                    for (a, b) in all.accs.iter_mut().zip(&part.accs) {
+                        keyed.merge(a, other, b);
+                    }
+                }
+                _ => {
+                    for (a, b) in all.accs.iter_mut().zip(&part.accs) {
+                        a.merge(b);
+                    }
+                }
             }
             for (a, b) in all.pairs.iter_mut().zip(&part.pairs) {
                 a.iter_mut().zip(b).for_each(|(a, b)| a.merge(*b));
@@ -158,9 +179,11 @@ impl FoldJob {
         all.accs.iter_mut().for_each(Accumulators::settle);
         let _t = all.metrics.baseline.elapsed_compute().timer();
         // Without keys, SQL's aggregate has one row even over no cells.
-        let every_group = self.aggregation.groups.is_empty();
+        let every_group = self.aggregation.key_count() == 0;
         let touched = self.emit().touched(&all.accs, every_group);
-        let states = self.emit().states(&all.accs, &all.pairs, &groups.index, &touched)?;
+        let states = self
+            .emit()
+            .states(&all.accs, &all.pairs, (&groups.index, all.keyed.as_ref()), &touched)?;
         let order = self.order_values(&gathered, &touched, &context)?;
         drop(gathered);
         drop(held);
@@ -240,7 +263,7 @@ impl FoldJob {
         groups: &Groups,
         metrics: &AggregateMetrics,
         reservation: &mut MemoryReservation,
-    ) -> Result<(Vec<Accumulators>, Vec<Vec<CoMoment>>, Vec<GatheredValues>)> {
+    ) -> Result<Folds> {
         let table = &self.table;
         let (gi, weights) = (&groups.index, &groups.weights);
         // The session's memory pool holds what the fold keeps per group and position
@@ -271,9 +294,13 @@ impl FoldJob {
             folding.finish(reservation);
         }
         let PartitionFold {
-            mut accs, pairs, order, ..
+            mut accs,
+            pairs,
+            order,
+            keyed,
+            ..
         } = folding;
         accs.iter_mut().for_each(Accumulators::settle);
-        Ok((accs, pairs, order))
+        Ok((accs, pairs, order, keyed))
     }
 }

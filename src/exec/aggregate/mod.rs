@@ -52,6 +52,7 @@ mod partition_fold;
 mod per_cell;
 mod stored;
 mod task_fold;
+mod value_keys;
 mod weighted;
 
 use fold_plan::FoldPlan;
@@ -169,7 +170,15 @@ impl TetAggregateExec {
                 None => axes[k.axis].name.clone(),
                 Some(e) => e.to_string(),
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let groups = match &self.aggregation.value_key {
+            None => groups,
+            Some(k) => {
+                let mut g = groups;
+                g.insert(k.position.min(g.len()), k.sql());
+                g
+            }
+        };
         let v_type = self.table.value_type();
         let mut aggs: Vec<String> = self
             .aggregation
@@ -260,9 +269,12 @@ impl ExecutionPlan for TetAggregateExec {
                 let folded = job.fold_partition(partition, tasks, &groups, context).await?;
                 let _t = folded.metrics.baseline.elapsed_compute().timer();
                 let touched = job.emit().touched(&folded.accs, false);
-                let batch = job
-                    .emit()
-                    .states(&folded.accs, &folded.pairs, &groups.index, &touched)?;
+                let batch = job.emit().states(
+                    &folded.accs,
+                    &folded.pairs,
+                    (&groups.index, folded.keyed.as_ref()),
+                    &touched,
+                )?;
                 folded.metrics.baseline.record_output(batch.num_rows());
                 Ok(batch)
             }))

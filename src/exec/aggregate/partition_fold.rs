@@ -10,6 +10,7 @@ use super::order_values::{GatherKernel, GatheredValues};
 use super::per_cell::PerCellFold;
 use super::stored::{fold_stored, fold_sum_and_count};
 use super::task_fold::TaskFold;
+use super::value_keys::{KeyedFold, KeyedInput};
 use super::weighted::{Weights, fold_weighted};
 use crate::exec::feed::exhausted;
 use crate::exec::kernel::{Accumulators, CoMoment};
@@ -17,7 +18,7 @@ use crate::exec::program::{AlignedCells, BLOCK};
 use crate::exec::walk::{AxisValues, GroupIndex};
 use crate::plan::{ChunkTask, TableModel, ValueRanges};
 use arrow::buffer::Buffer;
-use datafusion::common::Result;
+use datafusion::common::{Result, internal_err};
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::MemoryReservation;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub(super) struct PartitionFold<'a> {
     pub(super) order: Vec<GatheredValues>,
     /// Bytes of `order` reserved in the pool.
     order_reserved: usize,
+    /// The keys of the value met, when the fold groups by one ([`FoldPlan::value_key`]).
+    pub(super) keyed: Option<KeyedFold>,
 }
 
 impl<'a> PartitionFold<'a> {
@@ -69,6 +72,11 @@ impl<'a> PartitionFold<'a> {
         gi: &'a GroupIndex,
         weights: &'a [AxisValues],
     ) -> Self {
+        // A key of the value adds its groups as the fold meets its keys.
+        let keyed = fold
+            .value_key
+            .map(|(p, _)| KeyedFold::new(&fold.programs[p], gi.count, fold.inputs[0].float));
+        let groups = if keyed.is_some() { 0 } else { gi.count };
         PartitionFold {
             table,
             fold,
@@ -77,7 +85,7 @@ impl<'a> PartitionFold<'a> {
             accs: fold
                 .inputs
                 .iter()
-                .map(|i| Accumulators::new(gi.count, i.needs, i.float))
+                .map(|i| Accumulators::new(groups, i.needs, i.float))
                 .collect(),
             pairs: vec![vec![CoMoment::default(); gi.count]; fold.pairs.len()],
             per_cell: PerCellFold::of(table, fold, gi),
@@ -87,6 +95,7 @@ impl<'a> PartitionFold<'a> {
                 .map(|o| GatheredValues::new(&fold.programs[o.program], gi.count))
                 .collect(),
             order_reserved: 0,
+            keyed,
         }
     }
 
@@ -135,6 +144,18 @@ impl<'a> PartitionFold<'a> {
         if let Some(per_cell) = &mut self.per_cell {
             let tile = tiles.first().cloned().flatten();
             return per_cell.task((table, fold, self.gi), &mut self.accs, task, tile, reservation);
+        }
+        if let (Some(keyed), Some((program, rounding))) = (&mut self.keyed, fold.value_key) {
+            let Some(ranges) = fold.inputs[0].kind.ranges() else {
+                return internal_err!("TetAggregateExec: a key of the value over evaluated rows");
+            };
+            let input = KeyedInput {
+                program: &fold.programs[program],
+                rounding,
+                ranges,
+            };
+            let tile = tiles.first().and_then(Option::as_ref);
+            return keyed.task((table, self.gi, task), input, &mut self.accs[0], tile, reservation);
         }
         let start = table.tile_start(task);
         // The kernels over stored values read the one value column of a table of one

@@ -55,7 +55,8 @@ impl PerCellFold {
         let plain = !table.is_multi()
             && fold.pairs.is_empty()
             && fold.aligned_columns.is_empty()
-            && fold.order_inputs.is_empty();
+            && fold.order_inputs.is_empty()
+            && fold.value_key.is_none();
         match (stored && plain, per_cell_axis(gi)) {
             (true, Some(axis)) => Some(PerCellFold {
                 axis,

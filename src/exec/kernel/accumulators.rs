@@ -79,9 +79,26 @@ impl Accumulators {
     /// Empty the accumulators and make them `groups` groups of a float (`float`) or
     /// integer input, reusing their vectors.
     pub fn reset(&mut self, groups: usize, float: bool) {
+        self.cells.clear();
+        self.n.clear();
+        self.fsum.clear();
+        self.isum.clear();
+        self.fmin.clear();
+        self.fmax.clear();
+        self.imin.clear();
+        self.imax.clear();
+        self.nan.clear();
+        self.mean.clear();
+        self.m2.clear();
+        self.pending.clear();
+        self.grow(groups, float);
+    }
+
+    /// Add empty groups up to `groups` groups of a float (`float`) or integer input (the
+    /// settled accumulators of a fold whose groups are found as it goes).
+    pub fn grow(&mut self, groups: usize, float: bool) {
         fn set<T: Copy>(v: &mut Vec<T>, groups: usize, on: bool, x: T) {
-            v.clear();
-            if on {
+            if on && v.len() < groups {
                 v.resize(groups, x);
             }
         }
@@ -98,7 +115,6 @@ impl Accumulators {
         set(&mut self.nan, groups, float_extremes, 0);
         set(&mut self.mean, groups, needs.moments, 0.0);
         set(&mut self.m2, groups, needs.moments, 0.0);
-        self.pending.clear();
     }
 
     /// Count one cell and one value in each of the groups `g..g + len` (not yet: see
