@@ -111,6 +111,11 @@ const QUERIES: &[(&str, &str)] = &[
         "p90_per_cell",
         "SELECT lat, lon, percentile_cont(0.9) WITHIN GROUP (ORDER BY v) FROM t GROUP BY lat, lon",
     ),
+    // A histogram of the value per latitude band (issue 59).
+    (
+        "hist_by_band",
+        "SELECT floor(lat / 10) AS band, floor(v) AS bin, count(*) FROM t GROUP BY band, bin",
+    ),
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {
