@@ -81,19 +81,22 @@ pub(crate) fn write(path: &Path, kind: u8, shape: [u64; 3], chunk: [u64; 3], rng
     w.write_path(path).unwrap();
 }
 
+/// The files the differential tests write: kind of [`values`], shape and chunk shape
+/// (chunks whole, cut along every axis, one chunk).
+pub(crate) const FILES: [(u8, [u64; 3], [u64; 3]); 5] = [
+    (0, [37, 12, 20], [5, 12, 20]),
+    (0, [9, 30, 41], [2, 7, 41]),
+    (1, [21, 10, 13], [4, 3, 13]),
+    (2, [17, 8, 9], [17, 8, 9]),
+    (3, [25, 6, 11], [3, 6, 5]),
+];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn order_statistics_equal_datafusion() {
     let dir = tempdir();
     let (on, off, states) = (ctx(), no_pushdown().await, merged_by_datafusion().await);
     let mut rng = Rng(5910);
-    let files: [(u8, [u64; 3], [u64; 3]); 5] = [
-        (0, [37, 12, 20], [5, 12, 20]),
-        (0, [9, 30, 41], [2, 7, 41]),
-        (1, [21, 10, 13], [4, 3, 13]),
-        (2, [17, 8, 9], [17, 8, 9]),
-        (3, [25, 6, 11], [3, 6, 5]),
-    ];
-    for (k, (kind, shape, chunk)) in files.into_iter().enumerate() {
+    for (k, (kind, shape, chunk)) in FILES.into_iter().enumerate() {
         let path = dir.path().join(format!("order{k}.tet"));
         write(&path, kind, shape, chunk, &mut rng);
         let f = format!("tet('{}', 't')", path.display());

@@ -5,7 +5,7 @@
 
 use crate::agg_differential::{merged_by_datafusion, no_pushdown, plan_text};
 use crate::common::{Rng, Val, close, ctx, rows, tempdir};
-use crate::order_stats::write;
+use crate::order_stats::{FILES, write};
 use datafusion::prelude::SessionContext;
 use std::cmp::Ordering;
 
@@ -63,14 +63,7 @@ async fn value_keys_equal_datafusion() {
     let mut rng = Rng(6003);
     // Kinds of `order_stats::write`: f32 about 280 with NaNs and fills, int16 packed
     // with fills, int32, f64 far apart (keys in a hash of their bits).
-    let files: [(u8, [u64; 3], [u64; 3]); 5] = [
-        (0, [37, 12, 20], [5, 12, 20]),
-        (0, [9, 30, 41], [2, 7, 41]),
-        (1, [21, 10, 13], [4, 3, 13]),
-        (2, [17, 8, 9], [17, 8, 9]),
-        (3, [25, 6, 11], [3, 6, 5]),
-    ];
-    for (k, (kind, shape, chunk)) in files.into_iter().enumerate() {
+    for (k, (kind, shape, chunk)) in FILES.into_iter().enumerate() {
         let path = dir.path().join(format!("keys{k}.tet"));
         write(&path, kind, shape, chunk, &mut rng);
         let f = format!("tet('{}', 't')", path.display());
