@@ -7,6 +7,7 @@
 use super::input_forms::{Affine, expr_columns, is_numeric, values_read, widens};
 use super::selection::AxisSelection;
 use super::table::TableModel;
+use super::value_key::ValueKey;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::logical_expr::Expr;
 use std::collections::BTreeSet;
@@ -350,62 +351,6 @@ impl GroupKey {
     }
 }
 
-/// How a [`ValueKey`] rounds its expression's result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyRounding {
-    /// The result itself (`GROUP BY v`, `GROUP BY v * 2`).
-    None,
-    Floor,
-    Ceil,
-    Trunc,
-}
-
-impl KeyRounding {
-    /// The SQL function of this rounding, `None` for none.
-    pub fn function(self) -> Option<&'static str> {
-        match self {
-            KeyRounding::None => None,
-            KeyRounding::Floor => Some("floor"),
-            KeyRounding::Ceil => Some("ceil"),
-            KeyRounding::Trunc => Some("trunc"),
-        }
-    }
-
-    /// The rounding of SQL function `name`.
-    pub fn of_function(name: &str) -> Option<Self> {
-        [KeyRounding::Floor, KeyRounding::Ceil, KeyRounding::Trunc]
-            .into_iter()
-            .find(|r| r.function() == Some(name))
-    }
-}
-
-/// A group key of the value (`floor(v)`, `floor((v - 200) / 2)`): `rounding` of
-/// expression `expr` of the value column, a float of type `data_type`, NULL where the
-/// value is. Each distinct key is a group (as DataFusion groups floats: by their bits,
-/// -0.0 as 0.0), alongside the axis keys.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ValueKey {
-    /// Where the key stands among the query's keys (the axis keys keep their order
-    /// around it).
-    pub position: usize,
-    pub rounding: KeyRounding,
-    /// The expression rounded (unqualified columns).
-    pub expr: Expr,
-    /// Output column name of the fold.
-    pub name: String,
-    pub data_type: DataType,
-}
-
-impl ValueKey {
-    /// The key's expression as SQL writes it.
-    pub fn sql(&self) -> String {
-        match self.rounding.function() {
-            Some(f) => format!("{f}({})", self.expr),
-            None => self.expr.to_string(),
-        }
-    }
-}
-
 /// What to aggregate: group keys (in output order), aggregates, and a row filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Aggregation {
@@ -453,11 +398,17 @@ impl Aggregation {
     /// The key columns of the fold's output in the query's order of keys: the axis keys
     /// with the value key at its position.
     pub fn key_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.groups.iter().map(|k| k.name.clone()).collect();
+        let axis = self.groups.iter().map(|k| k.name.clone()).collect();
+        self.in_key_order(axis, |k| k.name.clone())
+    }
+
+    /// `axis` (an item per axis key, in their order) with the value key's item, `value`,
+    /// at its position among the query's keys.
+    pub fn in_key_order<T>(&self, mut axis: Vec<T>, value: impl FnOnce(&ValueKey) -> T) -> Vec<T> {
         if let Some(k) = &self.value_key {
-            names.insert(k.position.min(names.len()), k.name.clone());
+            axis.insert(k.position.min(axis.len()), value(k));
         }
-        names
+        axis
     }
 
     /// How many key columns the fold emits.

@@ -25,14 +25,15 @@ mod storage_class;
 mod table;
 mod tasks;
 mod value_column;
+mod value_key;
 mod value_range;
 mod values;
 mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
 pub use aggregate::{
-    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, KeyRounding, MAX_DENSE_GROUPS,
-    SPLIT_GROUPS_ABOVE, State, StateColumn, ValueKey, sum_type,
+    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
+    StateColumn, sum_type,
 };
 pub use archive::combine;
 pub use attrs::AXIS_KEY;
@@ -51,6 +52,7 @@ pub use selection::AxisSelection;
 pub use table::{FileSet, Member, TableModel};
 pub use tasks::{ChunkTask, SharedTasks, Slabs, Spread, TaskCache, TilePart};
 pub use value_column::ValueColumn;
+pub use value_key::{KeyRounding, ValueKey};
 #[cfg(test)]
 pub(crate) use value_range::ORDER_EDGES;
 pub use value_range::{

@@ -268,14 +268,11 @@ pub(super) fn aggregation_of(
     {
         return Ok(None);
     }
-    // The values an order statistic gathers are kept by ranges of stored values.
-    if aggs.iter().any(|a| a.func.is_order_statistic())
+    // The values an order statistic gathers, and the rows a key of the value groups,
+    // are kept by ranges of stored values.
+    if (value_key.is_some() || aggs.iter().any(|a| a.func.is_order_statistic()))
         && filter.as_ref().is_some_and(|f| value_ranges(table, f).is_none())
     {
-        return Ok(None);
-    }
-    // The rows a key of the value groups are kept by ranges of stored values.
-    if value_key.is_some() && filter.as_ref().is_some_and(|f| value_ranges(table, f).is_none()) {
         return Ok(None);
     }
     let aggregation = Aggregation {

@@ -24,7 +24,7 @@
 
 use crate::exec::feed::{ChunkFeed, chunk_node_methods};
 use crate::io::FetchOptions;
-use crate::plan::{AggFunc, AggInput, AggregateOutput, Aggregation, TableModel};
+use crate::plan::{AggFunc, AggInput, AggregateOutput, Aggregation, TableModel, ValueKey};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
@@ -171,14 +171,7 @@ impl TetAggregateExec {
                 Some(e) => e.to_string(),
             })
             .collect::<Vec<_>>();
-        let groups = match &self.aggregation.value_key {
-            None => groups,
-            Some(k) => {
-                let mut g = groups;
-                g.insert(k.position.min(g.len()), k.sql());
-                g
-            }
-        };
+        let groups = self.aggregation.in_key_order(groups, ValueKey::sql);
         let v_type = self.table.value_type();
         let mut aggs: Vec<String> = self
             .aggregation

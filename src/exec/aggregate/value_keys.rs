@@ -318,15 +318,14 @@ struct Folding<'a> {
 }
 
 impl Folding<'_> {
-    /// The group of slot `slot` and axis group `g`, its accumulators added (and
-    /// reserved) when the slot is new.
+    /// Make the accumulators hold the groups of slot `slot`, added (and reserved) when
+    /// the slot is new.
     #[inline(always)]
-    fn group(&mut self, slot: usize, g: usize) -> Result<usize> {
-        let count = self.keyed.count;
-        if self.acc.len() <= slot * count {
+    fn cover(&mut self, slot: usize) -> Result<()> {
+        if self.acc.len() <= slot * self.keyed.count {
             self.add_groups(slot)?;
         }
-        Ok(slot * count + g)
+        Ok(())
     }
 
     /// Add the groups of slot `slot` (and of every slot before it), reserved first.
@@ -388,7 +387,7 @@ fn keyed_segment_body<T: Elem, F: Lane + Elem>(
             found[j] = slot;
         }
         if m > 0 {
-            folding.group(top, 0)?;
+            folding.cover(top)?;
         }
         let count = folding.keyed.count;
         let acc = &mut *folding.acc;
@@ -404,16 +403,14 @@ fn keyed_segment_body<T: Elem, F: Lane + Elem>(
                 let (g, _) = group(j);
                 if g != last {
                     if run_len > 0 {
-                        acc.cells[last] += run_len;
-                        acc.n[last] += run_len;
+                        acc.add_sum(last, run_len, run_len, 0.0);
                     }
                     (last, run_len) = (g, 0);
                 }
                 run_len += 1;
             }
             if run_len > 0 {
-                acc.cells[last] += run_len;
-                acc.n[last] += run_len;
+                acc.add_sum(last, run_len, run_len, 0.0);
             }
         } else {
             for j in 0..m {
@@ -425,10 +422,11 @@ fn keyed_segment_body<T: Elem, F: Lane + Elem>(
         // Without a range every cell is a row: the missing ones have the NULL key.
         if m < n && !run.ranged() {
             run.mask(from, n, &mut mask[..n]);
+            let null = folding.keyed.slots.null_slot();
+            folding.cover(null)?;
+            let count = folding.keyed.count;
             for (i, _) in mask[..n].iter().enumerate().filter(|(_, k)| **k == 0) {
-                let slot = folding.keyed.slots.null_slot();
-                let g = folding.group(slot, s.target.group(from + i))?;
-                folding.acc.cells[g] += 1;
+                folding.acc.cells[slot_group(null, count, s, from + i)] += 1;
             }
         }
     }
