@@ -54,11 +54,16 @@ pub enum AggFunc {
     /// `percentile_cont(p) WITHIN GROUP (ORDER BY x)`, `percentile_cont(x, p)`: exact, of
     /// the values gathered per group ([`AggSpec::percentile`]).
     PercentileCont,
+    /// `approx_median(x)`: estimated from a sketch of each group's values.
+    ApproxMedian,
+    /// `approx_percentile_cont(p) WITHIN GROUP (ORDER BY x)`, `approx_percentile_cont(x,
+    /// p)`: estimated from a sketch of each group's values ([`AggSpec::percentile`]).
+    ApproxPercentileCont,
 }
 
 impl AggFunc {
     /// Every function.
-    pub const ALL: [AggFunc; 23] = [
+    pub const ALL: [AggFunc; 25] = [
         AggFunc::CountStar,
         AggFunc::Count,
         AggFunc::Sum,
@@ -82,6 +87,8 @@ impl AggFunc {
         AggFunc::RegrSxy,
         AggFunc::Median,
         AggFunc::PercentileCont,
+        AggFunc::ApproxMedian,
+        AggFunc::ApproxPercentileCont,
     ];
 
     /// SQL name.
@@ -110,6 +117,8 @@ impl AggFunc {
             AggFunc::RegrSxy => "regr_sxy",
             AggFunc::Median => "median",
             AggFunc::PercentileCont => "percentile_cont",
+            AggFunc::ApproxMedian => "approx_median",
+            AggFunc::ApproxPercentileCont => "approx_percentile_cont",
         }
     }
 
@@ -137,10 +146,24 @@ impl AggFunc {
         )
     }
 
-    /// True for the exact order statistics, which gather each group's values and have no
-    /// partial state: they fold only into [`AggregateOutput::Values`].
+    /// True for the order statistics, exact or approximate, which gather each group's
+    /// values (or a sketch of them) and have no partial state: they fold only into
+    /// [`AggregateOutput::Values`].
     pub fn is_order_statistic(self) -> bool {
-        matches!(self, AggFunc::Median | AggFunc::PercentileCont)
+        matches!(
+            self,
+            AggFunc::Median | AggFunc::PercentileCont | AggFunc::ApproxMedian | AggFunc::ApproxPercentileCont
+        )
+    }
+
+    /// True for the approximate order statistics, estimated from a sketch.
+    pub fn is_approximate(self) -> bool {
+        matches!(self, AggFunc::ApproxMedian | AggFunc::ApproxPercentileCont)
+    }
+
+    /// True for the functions of a percentile ([`AggSpec::percentile`]).
+    pub fn has_percentile(self) -> bool {
+        matches!(self, AggFunc::PercentileCont | AggFunc::ApproxPercentileCont)
     }
 
     /// True for the variance family, whose partial state is (count, mean, M2).
@@ -252,9 +275,9 @@ pub struct AggSpec {
     pub input: AggInput,
     /// `FILTER (WHERE …)`: an expression of `v` and axis columns.
     pub filter: Option<Expr>,
-    /// The percentile of [`AggFunc::PercentileCont`] in ascending order, in `[0, 1]`
-    /// (`1 - p` for `p` of a descending order, as DataFusion computes it); `None` for the
-    /// other functions.
+    /// The percentile of [`AggFunc::PercentileCont`] (or its approximation) in ascending
+    /// order, in `[0, 1]` (`1 - p` for `p` of a descending order, as DataFusion computes
+    /// it); `None` for the other functions.
     pub percentile: Option<f64>,
 }
 
@@ -292,7 +315,8 @@ impl AggSpec {
         match self.func {
             AggFunc::CountStar | AggFunc::Count => DataType::Int64,
             AggFunc::Sum => sum_type(&self.input_type),
-            AggFunc::Min | AggFunc::Max | AggFunc::Median | AggFunc::PercentileCont => self.input_type.clone(),
+            AggFunc::Min | AggFunc::Max => self.input_type.clone(),
+            f if f.is_order_statistic() => self.input_type.clone(),
             _ => DataType::Float64,
         }
     }
@@ -544,9 +568,9 @@ impl Aggregation {
                 AggInput::Pair(x, y) => foldable(x) && foldable(y) && a.func.is_comoment(),
             };
             // An order statistic gathers a float expression; its percentile is in [0, 1].
-            let order_ok = match a.func {
-                AggFunc::PercentileCont => a.percentile.is_some_and(|p| (0.0..=1.0).contains(&p)),
-                _ => a.percentile.is_none(),
+            let order_ok = match a.func.has_percentile() {
+                true => a.percentile.is_some_and(|p| (0.0..=1.0).contains(&p)),
+                false => a.percentile.is_none(),
             } && (!a.func.is_order_statistic()
                 || (matches!(a.input, AggInput::Expr(_))
                     && matches!(a.input_type, DataType::Float32 | DataType::Float64)));

@@ -127,24 +127,35 @@ fn agg_spec(e: &Expr, table: &TableModel, schema: &DFSchema) -> Option<AggSpec> 
 }
 
 /// `median(x)`, or `percentile_cont(x, p)` (`percentile_cont(p) WITHIN GROUP (ORDER BY x
-/// [DESC])`) of a constant `p` in `[0, 1]`: `None` when `name` is neither; `Some(None)`
-/// when the fold does not gather `x` (it does when `x` compiles to a float of its type,
-/// `FILTER` is ranges of stored values, and under one `x` cannot fail).
+/// [DESC])`) of a constant `p` in `[0, 1]`, or their approximations `approx_median(x)` and
+/// `approx_percentile_cont(x, p [, centroids])` (the sketch has its own accuracy: a valid
+/// count of centroids is taken and not used): `None` when `name` is none of them;
+/// `Some(None)` when the fold does not gather `x` (it does when `x` compiles to a float of
+/// its type, `FILTER` is ranges of stored values, and under one `x` cannot fail).
 fn order_statistic(
     name: &str,
     params: &AggregateFunctionParams,
     table: &TableModel,
     schema: &DFSchema,
 ) -> Option<Option<AggSpec>> {
-    let (func, arg, percentile) = match (name, params.args.as_slice()) {
-        ("median", [x]) => (AggFunc::Median, x, None),
-        ("percentile_cont", [x, p]) => (AggFunc::PercentileCont, x, Some(p)),
+    let (func, arg, percentile, centroids) = match (name, params.args.as_slice()) {
+        ("median", [x]) => (AggFunc::Median, x, None, None),
+        ("percentile_cont", [x, p]) => (AggFunc::PercentileCont, x, Some(p), None),
+        ("approx_median", [x]) => (AggFunc::ApproxMedian, x, None, None),
+        ("approx_percentile_cont", [x, p]) => (AggFunc::ApproxPercentileCont, x, Some(p), None),
+        ("approx_percentile_cont", [x, p, c]) => (AggFunc::ApproxPercentileCont, x, Some(p), Some(c)),
         _ => return None,
     };
     let spec = || {
-        // WITHIN GROUP's one ordering gives percentile_cont its direction.
-        let orderings = usize::from(func == AggFunc::PercentileCont);
+        // WITHIN GROUP's one ordering gives a percentile its direction.
+        let orderings = usize::from(func.has_percentile());
         if params.distinct || params.null_treatment.is_some() || params.order_by.len() > orderings {
+            return None;
+        }
+        // DataFusion refuses any other count of centroids: leave that error to it.
+        if let Some(c) = centroids
+            && !matches!(c, Expr::Literal(ScalarValue::Int64(Some(c)), _) if *c > 0)
+        {
             return None;
         }
         let percentile = match percentile {

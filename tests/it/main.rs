@@ -6,6 +6,7 @@
 
 mod agg_differential;
 mod analysis;
+mod approx_percentiles;
 mod archive;
 #[cfg(all(feature = "ballista", feature = "cli"))]
 mod ballista;

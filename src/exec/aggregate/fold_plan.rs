@@ -159,6 +159,8 @@ pub(super) enum Slot {
 pub(super) struct OrderInput {
     pub(super) program: usize,
     pub(super) ranges: ValueRanges,
+    /// Sketched for an approximate statistic, rather than kept whole.
+    pub(super) approximate: bool,
 }
 
 /// Two inputs folded as co-moments.
@@ -292,6 +294,7 @@ impl FoldPlan {
                 let input = OrderInput {
                     program: program_index(program),
                     ranges,
+                    approximate: a.func.is_approximate(),
                 };
                 of_agg.push(Slot::Order(intern(&mut order_inputs, input)));
                 continue;

@@ -1,7 +1,8 @@
-//! Exact order statistics in the fold (`median`, `percentile_cont`): the compiled input
-//! each gathers ([`order_program`]), each group's values gathered per partition
-//! ([`GatheredValues`], by [`GatherKernel`] over a task's cells), and the statistics of
-//! the groups computed from every partition's values ([`order_arrays`]).
+//! Order statistics in the fold (`median`, `percentile_cont` and their approximations):
+//! the compiled input each gathers ([`order_program`]), each group's values gathered per
+//! partition, or a sketch of them ([`GatheredValues`], by [`GatherKernel`] over a task's
+//! cells), and the statistics of the groups computed from every partition's values
+//! ([`order_arrays`]).
 //!
 //! The values are kept as the input computes them (the stored type for `v`, f32 for an
 //! f32 result widened to f64), so a group holds its values once; their bytes are reserved
@@ -9,7 +10,9 @@
 
 use super::cell_walk::CellKernel;
 use crate::exec::kernel::simd::multiversion;
-use crate::exec::kernel::{Elem, GroupValues, OrderStat, Ordered, Statistic, order_stat};
+use crate::exec::kernel::{
+    Elem, GroupSketches, GroupValues, OrderStat, Ordered, Sketch, Sketched, Statistic, order_stat,
+};
 use crate::exec::program::{BLOCK, Cells, Lane, Program, Scratch, Ty};
 use crate::exec::walk::{Segment, Target};
 use crate::plan::{AggFunc, AggSpec, TableModel};
@@ -32,29 +35,36 @@ pub(crate) fn order_program(table: &TableModel, e: &Expr, data_type: &DataType, 
     (typed && !(filtered && p.fallible())).then_some(p)
 }
 
-/// The statistic an aggregate asks.
+/// The statistic an aggregate asks (an approximate median is the percentile 0.5).
 pub(super) fn order_stat_of(spec: &AggSpec) -> Result<OrderStat> {
     match (spec.func, spec.percentile) {
         (AggFunc::Median, _) => Ok(OrderStat::Median),
-        (AggFunc::PercentileCont, Some(p)) => Ok(OrderStat::Percentile(p)),
+        (AggFunc::ApproxMedian, _) => Ok(OrderStat::Percentile(0.5)),
+        (AggFunc::PercentileCont | AggFunc::ApproxPercentileCont, Some(p)) => Ok(OrderStat::Percentile(p)),
         (f, _) => internal_err!("TetAggregateExec: {} is not an order statistic", f.name()),
     }
 }
 
 /// One partition's values of an order statistic's input, per group, in the type the
-/// program evaluates in ([`Program::eval_ty`]).
+/// program evaluates in ([`Program::eval_ty`]): all of them for an exact statistic, a
+/// sketch of them for an approximate one.
 #[derive(Debug)]
 pub(super) enum GatheredValues {
     F32(GroupValues<f32>),
     F64(GroupValues<f64>),
+    Sketch32(GroupSketches<f32>),
+    Sketch64(GroupSketches<f64>),
 }
 
 impl GatheredValues {
-    /// No values yet in `groups` groups, for `program`'s results.
-    pub(super) fn new(program: &Program, groups: usize) -> Self {
-        match program.eval_ty() {
-            Ty::F32 => GatheredValues::F32(GroupValues::new(groups)),
-            Ty::F64 => GatheredValues::F64(GroupValues::new(groups)),
+    /// No values yet in `groups` groups, for `program`'s results, kept whole or
+    /// sketched (`approximate`).
+    pub(super) fn new(program: &Program, groups: usize, approximate: bool) -> Self {
+        match (program.eval_ty(), approximate) {
+            (Ty::F32, false) => GatheredValues::F32(GroupValues::new(groups)),
+            (Ty::F64, false) => GatheredValues::F64(GroupValues::new(groups)),
+            (Ty::F32, true) => GatheredValues::Sketch32(GroupSketches::new(groups)),
+            (Ty::F64, true) => GatheredValues::Sketch64(GroupSketches::new(groups)),
         }
     }
 
@@ -63,6 +73,8 @@ impl GatheredValues {
         match self {
             GatheredValues::F32(v) => v.bytes(),
             GatheredValues::F64(v) => v.bytes(),
+            GatheredValues::Sketch32(s) => s.bytes(),
+            GatheredValues::Sketch64(s) => s.bytes(),
         }
     }
 
@@ -70,7 +82,7 @@ impl GatheredValues {
     fn f32s(&self) -> Option<&GroupValues<f32>> {
         match self {
             GatheredValues::F32(v) => Some(v),
-            GatheredValues::F64(_) => None,
+            _ => None,
         }
     }
 
@@ -78,16 +90,57 @@ impl GatheredValues {
     fn f64s(&self) -> Option<&GroupValues<f64>> {
         match self {
             GatheredValues::F64(v) => Some(v),
-            GatheredValues::F32(_) => None,
+            _ => None,
         }
     }
 
-    /// Bytes one value takes.
-    pub(super) fn width(program: &Program) -> usize {
-        match program.eval_ty() {
-            Ty::F32 => size_of::<f32>(),
-            Ty::F64 => size_of::<f64>(),
+    /// Group `g`'s sketch, if the values are sketched.
+    fn sketch(&self, g: usize) -> Option<&Sketch> {
+        match self {
+            GatheredValues::Sketch32(s) => Some(s.of(g)),
+            GatheredValues::Sketch64(s) => Some(s.of(g)),
+            _ => None,
         }
+    }
+
+    /// Bytes one value may add when kept whole; a sketch grows by its buckets, counted
+    /// as it holds them.
+    pub(super) fn width(program: &Program, approximate: bool) -> usize {
+        match (program.eval_ty(), approximate) {
+            (_, true) => 0,
+            (Ty::F32, false) => size_of::<f32>(),
+            (Ty::F64, false) => size_of::<f64>(),
+        }
+    }
+}
+
+/// Where gathered values of type `F` go: each group's values, or its sketch.
+pub(super) trait GroupSink<F> {
+    /// Add `x` to group `g`.
+    fn push(&mut self, g: usize, x: F);
+    /// Add `xs` to group `g`.
+    fn extend(&mut self, g: usize, xs: &[F]);
+}
+
+impl<F: Copy> GroupSink<F> for GroupValues<F> {
+    #[inline(always)]
+    fn push(&mut self, g: usize, x: F) {
+        GroupValues::push(self, g, x)
+    }
+    #[inline(always)]
+    fn extend(&mut self, g: usize, xs: &[F]) {
+        GroupValues::extend(self, g, xs)
+    }
+}
+
+impl<F: Sketched> GroupSink<F> for GroupSketches<F> {
+    #[inline(always)]
+    fn push(&mut self, g: usize, x: F) {
+        GroupSketches::push(self, g, x)
+    }
+    #[inline(always)]
+    fn extend(&mut self, g: usize, xs: &[F]) {
+        GroupSketches::extend(self, g, xs)
     }
 }
 
@@ -104,30 +157,32 @@ impl CellKernel for GatherKernel<'_> {
     fn segment<C: Cells>(&mut self, s: &Segment, cells: &C) -> bool {
         let (p, scratch, at) = (self.program, &mut self.scratch, &mut self.at[..]);
         match &mut *self.values {
-            GatheredValues::F32(v) => gather_run::<C, f32>(v, s, cells, p, scratch, at),
-            GatheredValues::F64(v) => gather_run::<C, f64>(v, s, cells, p, scratch, at),
+            GatheredValues::F32(v) => gather_run::<C, f32, _>(v, s, cells, p, scratch, at),
+            GatheredValues::F64(v) => gather_run::<C, f64, _>(v, s, cells, p, scratch, at),
+            GatheredValues::Sketch32(v) => gather_run::<C, f32, _>(v, s, cells, p, scratch, at),
+            GatheredValues::Sketch64(v) => gather_run::<C, f64, _>(v, s, cells, p, scratch, at),
         }
     }
 }
 
 multiversion! {
     /// Evaluate `program` (of type `F`) over segment `s`'s kept cells, block by block,
-    /// and append the results to their groups' values; true when a square root met a
-    /// negative kept value.
-    fn gather_run[C, F](
-        values: &mut GroupValues<F>,
+    /// and add the results to their groups' values (or sketches); true when a square root
+    /// met a negative kept value.
+    fn gather_run[C, F, S](
+        values: &mut S,
         s: &Segment,
         cells: &C,
         program: &Program,
         scratch: &mut Scratch,
         at: &mut [u32],
-    ) -> bool where [C: Cells, F: Lane + Elem] = gather_run_body;
+    ) -> bool where [C: Cells, F: Lane + Elem, S: GroupSink<F>] = gather_run_body;
 }
 
 /// The body of [`gather_run`], compiled into each of its copies.
 #[inline(always)]
-fn gather_run_body<C, F>(
-    values: &mut GroupValues<F>,
+fn gather_run_body<C, F, S>(
+    values: &mut S,
     s: &Segment,
     cells: &C,
     program: &Program,
@@ -137,6 +192,7 @@ fn gather_run_body<C, F>(
 where
     C: Cells,
     F: Lane + Elem,
+    S: GroupSink<F>,
 {
     let plain = cells.plain();
     if let (Target::One(g), true, Some(y)) = (s.target, plain, program.view::<C, F>(cells, 0, s.len)) {
@@ -175,6 +231,12 @@ pub(super) fn order_arrays(
     touched: &[usize],
     scratch: impl FnOnce(usize) -> Result<()>,
 ) -> Result<Vec<ArrayRef>> {
+    if parts
+        .first()
+        .is_some_and(|p| matches!(p, GatheredValues::Sketch32(_) | GatheredValues::Sketch64(_)))
+    {
+        return sketch_arrays(parts, program, stats, touched);
+    }
     // Every part holds values of the type the program evaluates in.
     let f32s: Option<Vec<&GroupValues<f32>>> = parts.iter().map(|p| p.f32s()).collect();
     let f64s: Option<Vec<&GroupValues<f64>>> = parts.iter().map(|p| p.f64s()).collect();
@@ -185,6 +247,50 @@ pub(super) fn order_arrays(
         }
         (Ty::F64, Ty::F64, _, Some(p)) => arrays::<f64, Float64Type>(stats_of(&p, stats, touched, scratch)?),
         (e, t, ..) => return internal_err!("TetAggregateExec: a {t:?} statistic of {e:?} values gathered otherwise"),
+    })
+}
+
+/// [`order_arrays`] of sketched values: each group's sketches of every part merged, the
+/// statistics estimated from it.
+fn sketch_arrays(
+    parts: &[&GatheredValues],
+    program: &Program,
+    stats: &[OrderStat],
+    touched: &[usize],
+) -> Result<Vec<ArrayRef>> {
+    let estimate = |f: fn(&Sketch, f64) -> Option<f64>| -> Result<Vec<Vec<Option<f64>>>> {
+        let mut out: Vec<Vec<Option<f64>>> = stats.iter().map(|_| Vec::with_capacity(touched.len())).collect();
+        for &g in touched {
+            let mut merged = Sketch::default();
+            for p in parts {
+                let Some(s) = p.sketch(g) else {
+                    return internal_err!("TetAggregateExec: a sketch merged with values kept whole");
+                };
+                merged.merge(s);
+            }
+            for (column, stat) in out.iter_mut().zip(stats) {
+                let p = match stat {
+                    OrderStat::Percentile(p) => *p,
+                    OrderStat::Median => 0.5,
+                };
+                column.push(f(&merged, p));
+            }
+        }
+        Ok(out)
+    };
+    let columns = match (program.eval_ty(), parts.first()) {
+        (Ty::F32, Some(GatheredValues::Sketch32(_))) => estimate(|s, p| s.percentile::<f32>(p))?,
+        (Ty::F64, Some(GatheredValues::Sketch64(_))) => estimate(|s, p| s.percentile::<f64>(p))?,
+        (e, _) => return internal_err!("TetAggregateExec: a sketch of {e:?} values counted otherwise"),
+    };
+    Ok(match program.ty() {
+        Ty::F32 => arrays::<f32, Float32Type>(
+            columns
+                .into_iter()
+                .map(|c| c.into_iter().map(|x| x.map(|x| x as f32)).collect())
+                .collect(),
+        ),
+        Ty::F64 => arrays::<f64, Float64Type>(columns),
     })
 }
 

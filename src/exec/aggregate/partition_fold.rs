@@ -92,7 +92,7 @@ impl<'a> PartitionFold<'a> {
             order: fold
                 .order_inputs
                 .iter()
-                .map(|o| GatheredValues::new(&fold.programs[o.program], gi.count))
+                .map(|o| GatheredValues::new(&fold.programs[o.program], gi.count, o.approximate))
                 .collect(),
             order_reserved: 0,
             keyed,
@@ -137,7 +137,7 @@ impl<'a> PartitionFold<'a> {
             let widths: usize = fold
                 .order_inputs
                 .iter()
-                .map(|o| GatheredValues::width(&fold.programs[o.program]))
+                .map(|o| GatheredValues::width(&fold.programs[o.program], o.approximate))
                 .sum();
             self.reserve_order(reservation, (task.cells as usize).saturating_mul(widths))?;
         }

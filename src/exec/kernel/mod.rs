@@ -18,7 +18,8 @@
 //! (per-group slots), `wide` (sixteen-lane sums), then the kernels by shape: `run_stats`
 //! and `runs` (whole runs), `sum_and_count` (two folds of one run), `elementwise`,
 //! `weighted`, `cell_block` (the same cells of many slices: a per-cell map), and
-//! `order_stats` (groups' values gathered, and the ranks of medians and percentiles).
+//! `order_stats` (groups' values gathered, and the ranks of medians and percentiles), and
+//! `sketch` (groups' values counted in buckets, for approximate percentiles).
 
 mod accumulators;
 mod cell_block;
@@ -32,6 +33,7 @@ mod rows;
 mod run_stats;
 mod runs;
 pub mod simd;
+mod sketch;
 mod sum_and_count;
 mod weighted;
 mod wide;
@@ -45,6 +47,7 @@ pub use moments::{CoMoment, Moments};
 pub use order_stats::{GroupValues, OrderStat, Ordered, Statistic, order_stat};
 pub use rows::Rows;
 pub use runs::{fold_rows, fold_run};
+pub use sketch::{GroupSketches, MAX_BUCKETS, SKETCH_BITS, Sketch, Sketched};
 pub use sum_and_count::fold_run_sum_and_count;
 pub use weighted::{fold_dot, fold_scaled, fold_weighted_run};
 pub use wide::{masked_sum, ones, zip_sum};
