@@ -111,6 +111,11 @@ const QUERIES: &[(&str, &str)] = &[
         "p90_per_cell",
         "SELECT lat, lon, percentile_cont(0.9) WITHIN GROUP (ORDER BY v) FROM t GROUP BY lat, lon",
     ),
+    // Approximate percentiles, from a sketch per group (issue 59).
+    (
+        "approx_p90_by_lat",
+        "SELECT lat, approx_percentile_cont(0.9) WITHIN GROUP (ORDER BY v) FROM t GROUP BY lat",
+    ),
     // A histogram of the value per latitude band (issue 59).
     (
         "hist_by_band",
