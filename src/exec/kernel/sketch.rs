@@ -46,89 +46,55 @@ pub trait Sketched: Ordered {
     fn magnitude_of_key(k: u64) -> u64;
 }
 
-impl Sketched for f32 {
-    const SHIFT: u32 = f32::MANTISSA_DIGITS - 1 - SKETCH_BITS;
+/// [`Sketched`] for float type `$f`, whose bits are the unsigned `$bits`.
+macro_rules! sketched {
+    ($f:ident, $bits:ident) => {
+        impl Sketched for $f {
+            const SHIFT: u32 = $f::MANTISSA_DIGITS - 1 - SKETCH_BITS;
 
-    #[inline(always)]
-    fn magnitude(self) -> u64 {
-        (self.to_bits() & !(1 << 31)) as u64
-    }
-    fn of_magnitude(m: u64) -> f64 {
-        f32::from_bits(m as u32) as f64
-    }
-    #[inline(always)]
-    fn negative(self) -> bool {
-        self.is_sign_negative()
-    }
-    #[inline(always)]
-    fn finite(self) -> bool {
-        self.is_finite()
-    }
-    #[inline(always)]
-    fn nan(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn key64(self) -> u64 {
-        self.key() as u64
-    }
-    fn of_key64(k: u64) -> f64 {
-        f32::of_key(k as u32) as f64
-    }
-    fn key_limits() -> [u64; 4] {
-        [f32::NEG_INFINITY, -0.0, 0.0, f32::INFINITY].map(Sketched::key64)
-    }
-    #[inline(always)]
-    fn key_to_64(k: u32) -> u64 {
-        k as u64
-    }
-    #[inline(always)]
-    fn magnitude_of_key(k: u64) -> u64 {
-        f32::of_key(k as u32).magnitude()
-    }
+            #[inline(always)]
+            fn magnitude(self) -> u64 {
+                u64::from(self.to_bits() & !(1 << ($bits::BITS - 1)))
+            }
+            fn of_magnitude(m: u64) -> f64 {
+                f64::from($f::from_bits(m as $bits))
+            }
+            #[inline(always)]
+            fn negative(self) -> bool {
+                self.is_sign_negative()
+            }
+            #[inline(always)]
+            fn finite(self) -> bool {
+                self.is_finite()
+            }
+            #[inline(always)]
+            fn nan(self) -> bool {
+                self.is_nan()
+            }
+            #[inline(always)]
+            fn key64(self) -> u64 {
+                u64::from(self.key())
+            }
+            fn of_key64(k: u64) -> f64 {
+                f64::from($f::of_key(k as $bits))
+            }
+            fn key_limits() -> [u64; 4] {
+                [$f::NEG_INFINITY, -0.0, 0.0, $f::INFINITY].map(Sketched::key64)
+            }
+            #[inline(always)]
+            fn key_to_64(k: $bits) -> u64 {
+                u64::from(k)
+            }
+            #[inline(always)]
+            fn magnitude_of_key(k: u64) -> u64 {
+                $f::of_key(k as $bits).magnitude()
+            }
+        }
+    };
 }
 
-impl Sketched for f64 {
-    const SHIFT: u32 = f64::MANTISSA_DIGITS - 1 - SKETCH_BITS;
-
-    #[inline(always)]
-    fn magnitude(self) -> u64 {
-        self.to_bits() & !(1 << 63)
-    }
-    fn of_magnitude(m: u64) -> f64 {
-        f64::from_bits(m)
-    }
-    #[inline(always)]
-    fn negative(self) -> bool {
-        self.is_sign_negative()
-    }
-    #[inline(always)]
-    fn finite(self) -> bool {
-        self.is_finite()
-    }
-    #[inline(always)]
-    fn nan(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn key64(self) -> u64 {
-        self.key()
-    }
-    fn of_key64(k: u64) -> f64 {
-        f64::of_key(k)
-    }
-    fn key_limits() -> [u64; 4] {
-        [f64::NEG_INFINITY, -0.0, 0.0, f64::INFINITY].map(Sketched::key64)
-    }
-    #[inline(always)]
-    fn key_to_64(k: u64) -> u64 {
-        k
-    }
-    #[inline(always)]
-    fn magnitude_of_key(k: u64) -> u64 {
-        f64::of_key(k).magnitude()
-    }
-}
+sketched!(f32, u32);
+sketched!(f64, u64);
 
 /// The buckets of one sign: counts of magnitudes' buckets `base..base + counts.len()`;
 /// when `floored`, `counts[0]` counts every magnitude below bucket `base + 1`.
