@@ -128,12 +128,7 @@ impl Side {
         }
         if b < self.base {
             if !self.floored {
-                let top = self.base + self.counts.len() as u64 - 1;
-                let low = b.max((top + 1).saturating_sub(MAX_BUCKETS as u64));
-                let more = (self.base - low) as usize;
-                self.counts.splice(0..0, std::iter::repeat_n(0, more));
-                self.base = low;
-                self.floored = b < low;
+                self.floored = b < self.reach_down(b);
             }
             let i = b.saturating_sub(self.base) as usize;
             self.counts[i] += n;
@@ -146,6 +141,17 @@ impl Side {
             self.counts.resize(i + 1, 0);
         }
         self.counts[i] += n;
+    }
+
+    /// Grow a window that starts above bucket `b` down to `b`, or as far as it may keep
+    /// [`MAX_BUCKETS`]; the bucket it starts at now.
+    fn reach_down(&mut self, b: u64) -> u64 {
+        let top = self.base + self.counts.len() as u64 - 1;
+        let low = b.max((top + 1).saturating_sub(MAX_BUCKETS as u64));
+        let more = (self.base - low) as usize;
+        self.counts.splice(0..0, std::iter::repeat_n(0, more));
+        self.base = low;
+        low
     }
 
     /// Make the floor hold at least every magnitude below bucket `b + 1` (nothing when
@@ -191,11 +197,7 @@ impl Side {
         } else if !self.floored {
             // Every value kept is at or above `b`: the window reaches down to `b` (or as
             // far as it may), and its first bucket becomes the floor.
-            let top = self.base + self.counts.len() as u64 - 1;
-            let low = b.max((top + 1).saturating_sub(MAX_BUCKETS as u64));
-            let more = (self.base - low) as usize;
-            self.counts.splice(0..0, std::iter::repeat_n(0, more));
-            self.base = low;
+            self.reach_down(b);
             self.floored = true;
         }
     }
@@ -312,7 +314,12 @@ impl Sketch {
 
     /// Values counted.
     pub fn count(&self) -> u64 {
-        self.finite() + self.negative_nan + self.negative_inf + self.positive_inf + self.positive_nan
+        self.finite() + self.specials()
+    }
+
+    /// NaNs and infinities counted.
+    fn specials(&self) -> u64 {
+        self.negative_nan + self.negative_inf + self.positive_inf + self.positive_nan
     }
 
     fn finite(&self) -> u64 {
@@ -328,32 +335,33 @@ impl Sketch {
     /// counted: rank `p·(n-1)`, interpolated between the ranks around it; `None` over no
     /// values.
     pub fn percentile<F: Sketched>(&self, p: f64) -> Option<f64> {
-        let n = self.count();
+        let finite = self.finite();
+        let n = finite + self.specials();
         if n == 0 {
             return None;
         }
         let index = p * (n - 1) as f64;
         let low = index.floor() as u64;
-        let lower = self.rank::<F>(low);
+        let lower = self.rank::<F>(low, finite);
         if index.ceil() as u64 == low {
             return Some(lower);
         }
-        let upper = self.rank::<F>(low + 1);
+        let upper = self.rank::<F>(low + 1, finite);
         if lower == upper {
             return Some(lower);
         }
         Some(lower + (upper - lower) * (index - low as f64))
     }
 
-    /// The estimate of the value of rank `k` (from 0, in DataFusion's order).
-    fn rank<F: Sketched>(&self, mut k: u64) -> f64 {
+    /// The estimate of the value of rank `k` (from 0, in DataFusion's order) of a sketch
+    /// of `finite` finite values.
+    fn rank<F: Sketched>(&self, mut k: u64, finite: u64) -> f64 {
         for (count, value) in [(self.negative_nan, -f64::NAN), (self.negative_inf, f64::NEG_INFINITY)] {
             if k < count {
                 return value;
             }
             k -= count;
         }
-        let finite = self.finite();
         if k < finite {
             return self.finite_rank::<F>(k, finite);
         }
@@ -375,12 +383,9 @@ impl Sketch {
         let sides = [(&self.negative, true), (&self.positive, false)];
         let mut seen = 0;
         for (side, negative) in sides {
-            let order: Box<dyn Iterator<Item = usize>> = if negative {
-                Box::new((0..side.counts.len()).rev())
-            } else {
-                Box::new(0..side.counts.len())
-            };
-            for i in order {
+            let len = side.counts.len();
+            for j in 0..len {
+                let i = if negative { len - 1 - j } else { j };
                 let c = side.counts[i];
                 if k < seen + c {
                     let (from, to) = side.bounds(i, F::SHIFT);
