@@ -174,10 +174,15 @@ fn fold_stack(
             .map(|i| Accumulators::new(0, cell_block_needs(i.needs), i.float))
             .collect();
         for (pieces, groups) in cells.cell_blocks() {
+            // A map's cells are usually groups in a row (`GROUP BY lat, lon` of a grid).
+            let consecutive = groups.windows(2).all(|w| w[1] == w[0] + 1);
             for some in slices.chunks(STACK_SLICES) {
                 for (((input, acc), keep), slots) in fold.inputs.iter().zip(accs.iter_mut()).zip(&keeps).zip(&mut slots) {
                     fold_cell_block(slots, (input.needs, input.float, groups.len()), some, pieces, keep);
-                    acc.merge_mapped(slots, |i| groups[i]);
+                    match groups.first() {
+                        Some(&g) if consecutive => acc.merge_consecutive(slots, g),
+                        _ => acc.merge_mapped(slots, |i| groups[i]),
+                    }
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 use super::elem::{fmax, fmin};
 use super::moments::Moments;
+use super::simd::multiversion;
 
 /// Which statistics the aggregates need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -216,19 +217,20 @@ impl Accumulators {
                 *a = a.wrapping_add(*b);
             }
         }
-        self.merge_slots(other, 0..self.len(), |g| g);
+        self.merge_consecutive(other, 0);
+    }
+
+    /// Merge each slot `i` of `other` (settled, as for [`Accumulators::merge_mapped`])
+    /// into group `g + i`: as passes over the two sets of slots side by side, which
+    /// vectorize.
+    pub fn merge_consecutive(&mut self, other: &Accumulators, g: usize) {
+        merge_consecutive(self, other, g)
     }
 
     /// Merge each slot `i` of `other` (settled: no deferred counts; its `mean` and `m2`
     /// filled when `self` needs moments) into group `to(i)` of `self`.
     pub fn merge_mapped(&mut self, other: &Accumulators, to: impl Fn(usize) -> usize) {
-        self.merge_slots(other, 0..other.len(), to)
-    }
-
-    /// Merge slots `slots` of `other` into groups `to(i)`; deferred counts aside.
-    #[inline(always)]
-    fn merge_slots(&mut self, other: &Accumulators, slots: std::ops::Range<usize>, to: impl Fn(usize) -> usize) {
-        for i in slots {
+        for i in 0..other.len() {
             let g = to(i);
             let nb = other.n[i];
             self.cells[g] += other.cells[i];
@@ -252,5 +254,61 @@ impl Accumulators {
                 self.merge_moments(g, nb, other.mean[i], other.m2[i]);
             }
         }
+    }
+}
+
+multiversion! {
+    /// [`Accumulators::merge_consecutive`].
+    fn merge_consecutive[](a: &mut Accumulators, b: &Accumulators, g: usize) where [] = merge_consecutive_body;
+}
+
+/// The body of [`merge_consecutive`], compiled into each of its copies. Selects choose
+/// between computed values, never a slot's own (`*slot = if c { x } else { *slot }` became
+/// a slow masked store on x86).
+#[inline(always)]
+fn merge_consecutive_body(a: &mut Accumulators, b: &Accumulators, g: usize) {
+    let at = g..g + b.len();
+    if a.needs.moments {
+        // Chan's formula as `Moments::merge` computes it, before the counts are added.
+        let (n, mean, m2) = (&a.n[at.clone()], &mut a.mean[at.clone()], &mut a.m2[at.clone()]);
+        let slots = n.iter().zip(mean.iter_mut()).zip(m2.iter_mut());
+        for (((&n_a, mean_a), m2_a), ((&n_b, &mean_b), &m2_b)) in slots.zip(b.n.iter().zip(&b.mean).zip(&b.m2)) {
+            let (na, nb) = (n_a as f64, n_b as f64);
+            let total = na + nb;
+            let delta = if n_b == 0 { 0.0 } else { mean_b - *mean_a };
+            let merged_mean = *mean_a + delta * nb / total;
+            let merged_m2 = *m2_a + (m2_b + delta * delta * na * nb / total);
+            *mean_a = if n_a == 0 { mean_b } else { merged_mean };
+            *m2_a = if n_a == 0 { m2_b } else { merged_m2 };
+        }
+    }
+    a.cells[at.clone()].iter_mut().zip(&b.cells).for_each(|(x, y)| *x += y);
+    a.n[at.clone()].iter_mut().zip(&b.n).for_each(|(x, y)| *x += y);
+    if a.needs.fsum {
+        a.fsum[at.clone()].iter_mut().zip(&b.fsum).for_each(|(x, y)| *x += y);
+    }
+    if a.needs.isum {
+        a.isum[at.clone()]
+            .iter_mut()
+            .zip(&b.isum)
+            .for_each(|(x, y)| *x = x.wrapping_add(*y));
+    }
+    if !a.fmin.is_empty() {
+        a.fmin[at.clone()]
+            .iter_mut()
+            .zip(&b.fmin)
+            .for_each(|(x, &y)| *x = fmin(*x, y));
+        a.fmax[at.clone()]
+            .iter_mut()
+            .zip(&b.fmax)
+            .for_each(|(x, &y)| *x = fmax(*x, y));
+        a.nan[at.clone()].iter_mut().zip(&b.nan).for_each(|(x, y)| *x |= y);
+    }
+    if !a.imin.is_empty() {
+        a.imin[at.clone()]
+            .iter_mut()
+            .zip(&b.imin)
+            .for_each(|(x, &y)| *x = (*x).min(y));
+        a.imax[at].iter_mut().zip(&b.imax).for_each(|(x, &y)| *x = (*x).max(y));
     }
 }

@@ -117,9 +117,11 @@ where
         (check, Some(range)) => {
             // As `run_stats` tests a range: in the stored type where the bounds convert
             // exactly, NaNs by the rule; by keys (a scalar loop) only for a list of missing
-            // values, or a range holding some NaNs but not all when the run has a NaN.
+            // values, or a range holding some NaNs but not all when the run has a NaN
+            // (found by a pass that vectorizes: `fold`, not `any`'s exit per element).
             let r = RangeCheck::<T>::of(range, keep.missing.nan);
-            let by_keys = matches!(check, MissingCheck::List) || (r.nan_by_keys && run.iter().any(|x| x.is_nan()));
+            let by_keys = matches!(check, MissingCheck::List)
+                || (r.nan_by_keys && run.iter().fold(false, |any, x| any | x.is_nan()));
             match check.fill() {
                 _ if by_keys => consecutive(
                     acc,
@@ -205,9 +207,12 @@ pub(super) fn consecutive<T: Elem>(
                 *lo = fmin(*lo, v);
                 *hi = fmax(*hi, v);
             }
-            for (flag, &x) in acc.nan[groups.clone()].iter_mut().zip(run) {
-                if x.is_nan() && ok(x) {
-                    *flag |= nan_sign(x);
+            // One vector pass tells whether there is a NaN to flag (rarely).
+            if run.iter().fold(false, |any, &x| any | (x.is_nan() & ok(x))) {
+                for (flag, &x) in acc.nan[groups.clone()].iter_mut().zip(run) {
+                    if x.is_nan() && ok(x) {
+                        *flag |= nan_sign(x);
+                    }
                 }
             }
         } else {
