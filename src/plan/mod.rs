@@ -9,6 +9,7 @@
 //! must not read payload bytes (that is `exec`).
 
 mod access_plan;
+mod agg_func;
 mod aggregate;
 mod archive;
 mod attrs;
@@ -31,8 +32,9 @@ mod values;
 mod zone_filter;
 
 pub use access_plan::{AccessPlan, PruningCounts, split_balanced};
+pub use agg_func::AggFunc;
 pub use aggregate::{
-    AggFunc, AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
+    AggInput, AggSpec, AggregateOutput, Aggregation, GroupKey, MAX_DENSE_GROUPS, SPLIT_GROUPS_ABOVE, State,
     StateColumn, sum_type,
 };
 pub use archive::combine;
