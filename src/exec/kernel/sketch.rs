@@ -259,7 +259,7 @@ impl Sketch {
             let k = x.key64();
             self.min_key = self.min_key.min(k);
             self.max_key = self.max_key.max(k);
-            let b = x.magnitude() >> F::SHIFT;
+            let b = u64::from(x.bucket());
             if negative {
                 self.negative.add(b, 1)
             } else {
